@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * serex/executor.h - status codes, the task type and the executor vtable.
+ *
+ * Every serex executor (pool, serial, striped, scheduler, manual) and every
+ * executor a user writes is reached through struct serex_executor, so each
+ * layer can wrap any other.
+ */
+#ifndef SEREX_EXECUTOR_H
+#define SEREX_EXECUTOR_H
+
+#include <stdbool.h> /* bool in the API */
+#include <stddef.h>  /* size_t */
+#include <stdint.h>  /* int64_t timeouts and delays */
+
+#if defined(_WIN32) && !defined(SEREX_STATIC)
+#  if defined(SEREX_BUILDING)
+#    define SEREX_API __declspec(dllexport)
+#  else
+#    define SEREX_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__)
+#  define SEREX_API __attribute__((visibility("default")))
+#else
+#  define SEREX_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A task: runs once with the argument it was submitted with. */
+typedef void (*serex_fn)(void *arg);
+
+/* Receives a task handed back (not run) by shutdown_now or a destroy. */
+typedef void (*serex_pending_fn)(serex_fn fn, void *arg, void *ctx);
+
+/* Timeout value: wait without limit. 0 polls; other negatives are EINVAL. */
+#define SEREX_FOREVER ((int64_t)-1)
+
+/*
+ * Status codes. 0 is success, errors are negative. The values are fixed
+ * (they never come from errno) so they are stable across platforms.
+ */
+enum serex_status {
+    SEREX_OK = 0,
+    SEREX_EINVAL = -1,    /* bad argument: NULL, negative time, bad config */
+    SEREX_ENOMEM = -2,    /* an allocation failed; nothing was changed */
+    SEREX_EREJECTED = -3, /* the executor is shut down (or its target is) */
+    SEREX_EFULL = -4,     /* a bounded queue is full */
+    SEREX_ETIMEDOUT = -5, /* the wait ended before the condition held */
+    SEREX_ECANCELED = -6, /* the operation was cancelled */
+    SEREX_EDEADLK = -7    /* the call would wait on the calling task itself */
+};
+
+/*
+ * serex_strerror - a short English description of a status code.
+ *
+ * Returns:   a static string for every value, "unknown status" for values
+ *            that are not serex statuses; never NULL.
+ * Threads:   any thread.
+ */
+SEREX_API const char *serex_strerror(int status);
+
+typedef struct serex_executor serex_executor;
+
+/*
+ * The executor vtable. An executor is any struct whose first member is a
+ * struct serex_executor pointing at a static table of these five calls.
+ *
+ * What a user-written executor must honour (the generic serex_* calls below
+ * check the arguments first, so the slots may assume them valid):
+ *  - execute: may be called from any number of threads at once. Return
+ *    SEREX_OK only if fn(arg) will run exactly once, or be handed to
+ *    on_pending by shutdown_now. Any error means nothing was queued and
+ *    arg is still the caller's.
+ *  - shutdown: idempotent; afterwards execute returns SEREX_EREJECTED and
+ *    tasks already accepted still run.
+ *  - shutdown_now: shutdown, then hand every accepted task that has not
+ *    started to on_pending (which may be NULL: then drop them), in order,
+ *    and return how many there were.
+ *  - await_termination: SEREX_OK once shut down and every accepted task has
+ *    finished (their writes are then visible to the caller); SEREX_ETIMEDOUT
+ *    when timeout_ns (SEREX_FOREVER, 0 = poll, or > 0) ran out first.
+ *  - destroy: called once, by serex_destroy, after shutdown. Wait for the
+ *    accepted tasks that can still run (as await_termination does), drop
+ *    the ones that never can (a manual executor's queue, a wrapper's tasks
+ *    whose target is gone), then free everything.
+ */
+typedef struct serex_executor_ops {
+    int (*execute)(serex_executor *ex, serex_fn fn, void *arg);
+    void (*shutdown)(serex_executor *ex);
+    size_t (*shutdown_now)(serex_executor *ex, serex_pending_fn on_pending,
+                           void *ctx);
+    int (*await_termination)(serex_executor *ex, int64_t timeout_ns);
+    void (*destroy)(serex_executor *ex);
+} serex_executor_ops;
+
+struct serex_executor {
+    const serex_executor_ops *ops;
+};
+
+/*
+ * serex_execute - submit fn(arg) to run on @ex.
+ *
+ * Returns:   SEREX_OK; SEREX_EINVAL if ex, ex->ops or fn is NULL;
+ *            SEREX_EREJECTED after shutdown; SEREX_EFULL when a bounded queue
+ *            is full; SEREX_ENOMEM. On any error nothing was queued.
+ * Ownership: on SEREX_OK, arg passes to the task (or to on_pending).
+ * Threads:   any thread, any number at once.
+ */
+SEREX_API int serex_execute(serex_executor *ex, serex_fn fn, void *arg);
+
+/*
+ * serex_shutdown - stop accepting tasks; accepted tasks still run.
+ *
+ * Idempotent. Never blocks. NULL is ignored.
+ * Threads:   any thread, a task of @ex included.
+ */
+SEREX_API void serex_shutdown(serex_executor *ex);
+
+/*
+ * serex_shutdown_now - shut down and take back every task not yet started.
+ *
+ * Each taken-back task goes to on_pending(fn, arg, ctx) in submission order
+ * (on_pending may be NULL: the tasks are dropped). Tasks of futures
+ * (serex_submit) are not passed to on_pending: their futures complete as
+ * cancelled. Running tasks are not interrupted.
+ * Returns:   the number of tasks taken back (futures' included); 0 for NULL.
+ * Threads:   any thread, a task of @ex included.
+ */
+SEREX_API size_t serex_shutdown_now(serex_executor *ex,
+                                    serex_pending_fn on_pending, void *ctx);
+
+/*
+ * serex_await_termination - wait until @ex is shut down and idle.
+ *
+ * Returns:   SEREX_OK (every accepted task has finished and its writes are
+ *            visible to the caller); SEREX_ETIMEDOUT; SEREX_EINVAL for NULL
+ *            or a timeout below SEREX_FOREVER; SEREX_EDEADLK when called
+ *            from a task running on @ex, or on an executor @ex runs on
+ *            (any timeout: the answer could never be SEREX_OK).
+ * Threads:   any thread.
+ */
+SEREX_API int serex_await_termination(serex_executor *ex, int64_t timeout_ns);
+
+/*
+ * serex_destroy - shutdown, wait for accepted tasks, then free @ex.
+ *
+ * Returns:   SEREX_OK; SEREX_EINVAL for NULL; SEREX_EDEADLK from a task of
+ *            @ex (or of an executor @ex runs on): then nothing was done.
+ * Ownership: @ex is gone on SEREX_OK. Wrappers (serial, striped) never
+ *            destroy their target: destroy them before it.
+ * Threads:   any thread but @ex's own.
+ */
+SEREX_API int serex_destroy(serex_executor *ex);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SEREX_EXECUTOR_H */

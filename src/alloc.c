@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * alloc.c - the one allocator entry point, with a test hook that fails the
+ * n-th allocation so that allocation failure is tested like any other input.
+ */
+#include <stdatomic.h>
+#include <stdio.h>  /* fprintf in assertions */
+#include <stdlib.h> /* malloc, calloc, free */
+
+#include "common_internal.h"
+
+/*
+ * fail_at: the value of `count` at which an allocation fails (0: never).
+ * count: allocations made since the hook was last set. Both relaxed: the
+ * hook is a test instrument, set before the operation it targets, and a
+ * count off by a racing thread only moves which allocation fails.
+ */
+static _Atomic unsigned long fail_at;
+static _Atomic unsigned long count;
+
+static int alloc_should_fail(void)
+{
+    unsigned long n, at = atomic_load_explicit(&fail_at, memory_order_relaxed);
+
+    n = atomic_fetch_add_explicit(&count, 1, memory_order_relaxed) + 1;
+    if (serex__likely(at == 0) || n != at)
+        return 0;
+    atomic_store_explicit(&fail_at, 0, memory_order_relaxed);
+    return 1;
+}
+
+void *serex__alloc(size_t size)
+{
+    return alloc_should_fail() ? NULL : malloc(size);
+}
+
+void *serex__calloc(size_t n, size_t size)
+{
+    return alloc_should_fail() ? NULL : calloc(n, size);
+}
+
+void *serex__alloc_aligned(size_t align, size_t size)
+{
+    /* aligned_alloc wants a size that is a multiple of the alignment */
+    size = (size + align - 1) / align * align;
+    return alloc_should_fail() ? NULL : aligned_alloc(align, size);
+}
+
+void serex__free(void *p)
+{
+    free(p);
+}
+
+unsigned long serex__alloc_fail_nth(unsigned long n)
+{
+    /* relaxed: see the field comment */
+    unsigned long made = atomic_exchange_explicit(&count, 0,
+                                                  memory_order_relaxed);
+
+    atomic_store_explicit(&fail_at, n, memory_order_relaxed);
+    return made;
+}
+
+void serex__assert_fail(const char *expr, const char *file, int line)
+{
+    fprintf(stderr, "serex: internal assertion failed: %s (%s:%d)\n", expr,
+            file, line);
+    abort();
+}

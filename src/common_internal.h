@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * common_internal.h - pieces every component uses: container_of, internal
+ * assertions, branch hints, allocation (with a test hook that fails the n-th
+ * allocation), argument checks shared by the public entry points, and the
+ * per-thread record of which executors the calling thread is running a
+ * task for (for SEREX_EDEADLK).
+ */
+#ifndef SEREX_COMMON_INTERNAL_H
+#define SEREX_COMMON_INTERNAL_H
+
+#include <stddef.h> /* offsetof, size_t */
+#include <stdint.h> /* int64_t */
+#include <stdlib.h> /* abort */
+
+#include "serex/serex.h"
+
+#define serex__container_of(ptr, type, member) \
+    ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+#if defined(__GNUC__)
+#  define serex__likely(x) __builtin_expect(!!(x), 1)
+#  define serex__unlikely(x) __builtin_expect(!!(x), 0)
+#else
+#  define serex__likely(x) (x)
+#  define serex__unlikely(x) (x)
+#endif
+
+#define SEREX__CACHELINE 64
+
+/* Internal invariants only, never input: input gets a status code. */
+#ifdef NDEBUG
+#  define SEREX_ASSERT(x) ((void)0)
+#else
+#  define SEREX_ASSERT(x) ((x) ? (void)0 : serex__assert_fail(#x, __FILE__, __LINE__))
+#endif
+_Noreturn void serex__assert_fail(const char *expr, const char *file, int line);
+
+/*
+ * All allocation goes through these two, so tests can fail any allocation.
+ * serex__alloc returns NULL on failure (real or injected).
+ */
+void *serex__alloc(size_t size);
+void *serex__calloc(size_t n, size_t size);
+void *serex__alloc_aligned(size_t align, size_t size);
+void serex__free(void *p);
+
+/*
+ * Test hook: the n-th allocation from now fails (n >= 1), and every one
+ * after it succeeds again; n = 0 disables injection. Returns the number of
+ * allocations made since the previous call, so a test can first count the
+ * allocations an operation makes and then fail each in turn.
+ */
+SEREX_API unsigned long serex__alloc_fail_nth(unsigned long n);
+
+/* A timeout argument is SEREX_FOREVER, 0 or positive. */
+static inline int serex__timeout_valid(int64_t timeout_ns)
+{
+    return timeout_ns >= SEREX_FOREVER;
+}
+
+/*
+ * Which executors the calling thread is running a task for, innermost first.
+ * Frames live on the stack of the code that runs the task; a pool worker
+ * pushes one for its whole life, a wrapper's drain one per drain.
+ */
+struct serex__frame {
+    serex_executor *ex;
+    struct serex__frame *prev;
+};
+void serex__frame_push(struct serex__frame *f, serex_executor *ex);
+void serex__frame_pop(struct serex__frame *f);
+/* true if the calling thread is running a task of @ex. */
+int serex__frame_blocks(serex_executor *ex);
+
+/*
+ * Hand back or drop one task taken back by shutdown_now or destroy. A
+ * future's task is completed as cancelled instead of being handed back.
+ * on_pending may be NULL (drop).
+ */
+void serex__hand_back(serex_fn fn, void *arg, serex_pending_fn on_pending,
+                      void *ctx);
+
+#endif /* SEREX_COMMON_INTERNAL_H */

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * manual.c - the manual executor: a mutex-protected FIFO that runs tasks
+ * only when serex_manual_run_one/run_pending is called. It exists for
+ * deterministic tests, so it is simple rather than fast.
+ */
+#include "common_internal.h"
+#include "task_internal.h"
+#include "thread_internal.h"
+
+struct manual {
+    serex_executor base;
+    serex__mutex mu;
+    serex__cond idle;           /* signalled when a run ends or the queue empties */
+    struct serex__task *head;   /* FIFO, under mu */
+    struct serex__task *tail;
+    size_t queued;              /* under mu */
+    unsigned running;           /* tasks being run now, under mu */
+    bool shut;                  /* under mu */
+};
+
+static const serex_executor_ops manual_ops;
+
+static struct manual *manual_of(serex_executor *ex)
+{
+    return serex__container_of(ex, struct manual, base);
+}
+
+/* Done: shut down, nothing queued, nothing running. Under mu. */
+static bool manual_terminated(const struct manual *m)
+{
+    return m->shut && m->head == NULL && m->running == 0;
+}
+
+static int manual_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct manual *m = manual_of(ex);
+    struct serex__task *t = serex__task_new(fn, arg);
+    int rc = SEREX_OK;
+
+    if (t == NULL)
+        return SEREX_ENOMEM;
+    serex__mutex_lock(&m->mu);
+    if (m->shut) {
+        rc = SEREX_EREJECTED;
+    } else {
+        if (m->tail != NULL)
+            atomic_store_explicit(&m->tail->next, t, memory_order_relaxed);
+        else
+            m->head = t;
+        m->tail = t;
+        m->queued++;
+    }
+    serex__mutex_unlock(&m->mu);
+    if (rc != SEREX_OK)
+        serex__task_free(t);
+    return rc;
+}
+
+/* Unlinks the oldest task. Under mu. */
+static struct serex__task *manual_pop(struct manual *m)
+{
+    struct serex__task *t = m->head;
+
+    if (t != NULL) {
+        m->head = atomic_load_explicit(&t->next, memory_order_relaxed);
+        if (m->head == NULL)
+            m->tail = NULL;
+        m->queued--;
+    }
+    return t;
+}
+
+static void manual_shutdown(serex_executor *ex)
+{
+    struct manual *m = manual_of(ex);
+
+    serex__mutex_lock(&m->mu);
+    m->shut = true;
+    serex__cond_broadcast(&m->idle);
+    serex__mutex_unlock(&m->mu);
+}
+
+/* Takes the whole queue (shut down first) and hands it back in order. */
+static size_t manual_drain(struct manual *m, serex_pending_fn on_pending,
+                           void *ctx)
+{
+    struct serex__task *t;
+    size_t n = 0;
+
+    serex__mutex_lock(&m->mu);
+    m->shut = true;
+    t = m->head;
+    m->head = m->tail = NULL;
+    m->queued = 0;
+    serex__cond_broadcast(&m->idle);
+    serex__mutex_unlock(&m->mu);
+    while (t != NULL) {
+        struct serex__task *next = atomic_load_explicit(&t->next,
+                                                        memory_order_relaxed);
+        serex_fn fn = t->fn;
+        void *arg = t->arg;
+
+        serex__task_free(t);
+        serex__hand_back(fn, arg, on_pending, ctx);
+        n++;
+        t = next;
+    }
+    return n;
+}
+
+static size_t manual_shutdown_now(serex_executor *ex,
+                                  serex_pending_fn on_pending, void *ctx)
+{
+    return manual_drain(manual_of(ex), on_pending, ctx);
+}
+
+static int manual_await(serex_executor *ex, int64_t timeout_ns)
+{
+    struct manual *m = manual_of(ex);
+    int64_t deadline = serex__deadline(timeout_ns);
+    int rc = SEREX_OK;
+
+    serex__mutex_lock(&m->mu);
+    while (!manual_terminated(m)) {
+        if (timeout_ns == 0 || serex__now_ns() >= deadline) {
+            rc = SEREX_ETIMEDOUT;
+            break;
+        }
+        serex__cond_wait_until(&m->idle, &m->mu, deadline);
+    }
+    serex__mutex_unlock(&m->mu);
+    return rc;
+}
+
+static void manual_destroy(serex_executor *ex)
+{
+    struct manual *m = manual_of(ex);
+
+    /* Nobody is left to run the queue: drop it (futures are cancelled),
+     * then wait only for a run in progress on another thread. */
+    manual_drain(m, NULL, NULL);
+    manual_await(ex, SEREX_FOREVER);
+    serex__cond_destroy(&m->idle);
+    serex__mutex_destroy(&m->mu);
+    serex__free(m);
+}
+
+static const serex_executor_ops manual_ops = {
+    .execute = manual_execute,
+    .shutdown = manual_shutdown,
+    .shutdown_now = manual_shutdown_now,
+    .await_termination = manual_await,
+    .destroy = manual_destroy,
+};
+
+int serex_manual_create(serex_executor **out)
+{
+    struct manual *m;
+
+    if (out == NULL)
+        return SEREX_EINVAL;
+    *out = NULL;
+    m = serex__calloc(1, sizeof *m);
+    if (m == NULL)
+        return SEREX_ENOMEM;
+    if (serex__mutex_init(&m->mu) != SEREX_OK) {
+        serex__free(m);
+        return SEREX_ENOMEM;
+    }
+    if (serex__cond_init(&m->idle) != SEREX_OK) {
+        serex__mutex_destroy(&m->mu);
+        serex__free(m);
+        return SEREX_ENOMEM;
+    }
+    m->base.ops = &manual_ops;
+    *out = &m->base;
+    return SEREX_OK;
+}
+
+bool serex_manual_run_one(serex_executor *ex)
+{
+    struct manual *m;
+    struct serex__task *t;
+    struct serex__frame frame;
+    serex_fn fn;
+    void *arg;
+
+    if (ex == NULL || ex->ops != &manual_ops)
+        return false;
+    m = manual_of(ex);
+    serex__mutex_lock(&m->mu);
+    t = manual_pop(m);
+    if (t != NULL)
+        m->running++;
+    serex__mutex_unlock(&m->mu);
+    if (t == NULL)
+        return false;
+    fn = t->fn;
+    arg = t->arg;
+    serex__task_free(t);
+    serex__frame_push(&frame, ex);
+    fn(arg);
+    serex__frame_pop(&frame);
+    serex__mutex_lock(&m->mu);
+    m->running--;
+    if (manual_terminated(m))
+        serex__cond_broadcast(&m->idle);
+    serex__mutex_unlock(&m->mu);
+    return true;
+}
+
+size_t serex_manual_run_pending(serex_executor *ex)
+{
+    size_t n, ran = 0;
+
+    if (ex == NULL || ex->ops != &manual_ops)
+        return 0;
+    serex__mutex_lock(&manual_of(ex)->mu);
+    n = manual_of(ex)->queued;
+    serex__mutex_unlock(&manual_of(ex)->mu);
+    while (ran < n && serex_manual_run_one(ex))
+        ran++;
+    return ran;
+}

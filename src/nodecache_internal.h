@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nodecache_internal.h - fixed-size blocks (task nodes, futures) without a
+ * malloc per task.
+ *
+ * As libdispatch's continuation cache: each thread keeps a small list of
+ * free blocks per size class; a thread that frees more than it allocates (a
+ * pool worker) passes chains of CHAIN blocks to a per-class depot, and a
+ * thread that allocates more than it frees (a producer) takes chains from
+ * it. So the steady state of "producer allocates, worker frees" costs one
+ * depot lock per 64 tasks and no malloc. The depot and the thread lists are
+ * bounded; beyond them blocks go back to free(), so memory returns to its
+ * baseline after a burst. A thread's list is flushed when it exits.
+ *
+ * The depot is process-wide (as libdispatch's is): pools share spare memory
+ * but no behaviour.
+ */
+#ifndef SEREX_NODECACHE_INTERNAL_H
+#define SEREX_NODECACHE_INTERNAL_H
+
+#include <stddef.h>
+
+enum serex__cache_class {
+    SEREX__CLASS_32,  /* 32 bytes */
+    SEREX__CLASS_64,  /* 64 bytes, cache-line aligned: task nodes, futures */
+    SEREX__CLASS_128, /* 128 bytes */
+    SEREX__NCLASSES
+};
+
+/* A block of the class, aligned to min(size, 64); NULL if out of memory. */
+void *serex__cache_alloc(enum serex__cache_class cls);
+/* Gives a block back; it may be handed to another thread's allocation. */
+void serex__cache_free(enum serex__cache_class cls, void *block);
+/* Frees the depot and the calling thread's list (tests: leak checks). */
+void serex__cache_trim(void);
+
+#endif /* SEREX_NODECACHE_INTERNAL_H */

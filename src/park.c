@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * park.c - the parking lot (see park_internal.h for the protocol).
+ */
+#include "park_internal.h"
+
+#include "common_internal.h"
+#include "thread_internal.h"
+
+#define NBUCKETS 64 /* power of two */
+
+struct bucket {
+    _Alignas(SEREX__CACHELINE) serex__mutex mu; /* one line per bucket */
+    serex__cond cv;
+};
+
+static struct bucket buckets[NBUCKETS];
+static serex__once buckets_once = SEREX__ONCE_INIT;
+
+static void buckets_init(void)
+{
+    /*
+     * Mutex and condition variable creation cannot fail on the platforms
+     * serex supports (glibc allocates nothing for them); if it did, the
+     * first wait would fail loudly here rather than hang later.
+     */
+    for (int i = 0; i < NBUCKETS; i++) {
+        int rc = serex__mutex_init(&buckets[i].mu);
+        if (rc == SEREX_OK)
+            rc = serex__cond_init(&buckets[i].cv);
+        SEREX_ASSERT(rc == SEREX_OK);
+        (void)rc;
+    }
+}
+
+static struct bucket *bucket_of(const void *addr)
+{
+    uintptr_t h = (uintptr_t)addr;
+
+    serex__call_once(&buckets_once, buckets_init);
+    h ^= h >> 17;
+    h *= UINT64_C(0x9E3779B97F4A7C15) & UINTPTR_MAX;
+    return &buckets[(h >> 7) & (NBUCKETS - 1)];
+}
+
+int serex__park_wait(_Atomic uint32_t *word, uint32_t expected,
+                     int64_t deadline_ns)
+{
+    struct bucket *b = bucket_of(word);
+    int rc = 0;
+
+    serex__mutex_lock(&b->mu);
+    /*
+     * acquire: pairs with the waker's release change of the word; read
+     * under the bucket lock, so a change made before the waker took the
+     * lock is seen here (the lock orders it), and one made after finds us
+     * asleep in the wait below.
+     */
+    if (atomic_load_explicit(word, memory_order_acquire) == expected) {
+        if (deadline_ns != INT64_MAX && serex__now_ns() >= deadline_ns)
+            rc = SEREX_ETIMEDOUT;
+        else
+            serex__cond_wait_until(&b->cv, &b->mu, deadline_ns);
+    }
+    serex__mutex_unlock(&b->mu);
+    return rc;
+}
+
+void serex__park_wake_all(_Atomic uint32_t *word)
+{
+    struct bucket *b = bucket_of(word);
+
+    serex__mutex_lock(&b->mu);
+    serex__cond_broadcast(&b->cv);
+    serex__mutex_unlock(&b->mu);
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * park_internal.h - a parking lot: wait on any 32-bit atomic word without
+ * a mutex or condition variable inside the object.
+ *
+ * Like a futex, or WebKit's ParkingLot: the word's address hashes to one of
+ * a fixed set of buckets, each a mutex and a condition variable. A waiter
+ * re-reads the word under the bucket lock and sleeps only if it still holds
+ * the value it saw; a waker changes the word first, then takes the bucket
+ * lock and broadcasts. Either the waiter's re-read sees the change, or the
+ * waiter was already asleep when the broadcast came: no wake-up is lost.
+ * Objects pay for this only when someone actually waits (they keep a
+ * "waiters" mark in the word and skip the wake otherwise).
+ */
+#ifndef SEREX_PARK_INTERNAL_H
+#define SEREX_PARK_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/*
+ * Sleeps while *word == expected, until woken or monotonic @deadline_ns
+ * (INT64_MAX: no limit). May return spuriously: callers loop.
+ * Returns 0, or SEREX_ETIMEDOUT once the deadline has passed.
+ */
+int serex__park_wait(_Atomic uint32_t *word, uint32_t expected,
+                     int64_t deadline_ns);
+
+/* Wakes every thread parked on @word (and possibly others: they re-check). */
+void serex__park_wake_all(_Atomic uint32_t *word);
+
+#endif /* SEREX_PARK_INTERNAL_H */

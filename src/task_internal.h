@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * task_internal.h - the task node every queue in serex links: a 64-byte,
+ * cache-line-aligned block from the node cache, so two nodes never share a
+ * line (a producer filling one never slows a consumer reading the other).
+ */
+#ifndef SEREX_TASK_INTERNAL_H
+#define SEREX_TASK_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "common_internal.h"
+#include "nodecache_internal.h"
+
+struct serex__task {
+    struct serex__task *_Atomic next; /* atomic for lock-free queues */
+    serex_fn fn;
+    void *arg;
+};
+
+static inline struct serex__task *serex__task_new(serex_fn fn, void *arg)
+{
+    struct serex__task *t = serex__cache_alloc(SEREX__CLASS_64);
+
+    if (t != NULL) {
+        /* relaxed: the node is not yet shared; publishing it orders this */
+        atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
+        t->fn = fn;
+        t->arg = arg;
+    }
+    return t;
+}
+
+static inline void serex__task_free(struct serex__task *t)
+{
+    serex__cache_free(SEREX__CLASS_64, t);
+}
+
+#endif /* SEREX_TASK_INTERNAL_H */
