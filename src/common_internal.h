@@ -51,7 +51,7 @@ void serex__free(void *p);
  * allocations made since the previous call, so a test can first count the
  * allocations an operation makes and then fail each in turn.
  */
-SEREX_API unsigned long serex__alloc_fail_nth(unsigned long n);
+unsigned long serex__alloc_fail_nth(unsigned long n);
 
 /* A timeout argument is SEREX_FOREVER, 0 or positive. */
 static inline int serex__timeout_valid(int64_t timeout_ns)

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 
 #include "common_internal.h"
+#include "spinlock_internal.h"
 #include "thread_internal.h"
 
 #define CHAIN 64                /* blocks moved to or from the depot at once */
@@ -28,33 +29,25 @@ struct tcache {
 };
 
 struct depot {
-    atomic_flag lock; /* a spinlock: held for a pointer swap only */
+    serex__spinlock lock; /* held for a pointer swap only */
     struct block *chains;
     unsigned nchains;
 };
 
 static _Thread_local struct tcache tc;
-static struct depot depots[SEREX__NCLASSES] = {
-    {ATOMIC_FLAG_INIT, NULL, 0},
-    {ATOMIC_FLAG_INIT, NULL, 0},
-    {ATOMIC_FLAG_INIT, NULL, 0},
-};
+static struct depot depots[SEREX__NCLASSES]; /* zero: unlocked, empty */
 static serex__once key_once = SEREX__ONCE_INIT;
 static serex__tls_key exit_key;
 static int key_ok;
 
 static void depot_lock(struct depot *d)
 {
-    /* acquire: pairs with the release in depot_unlock, so the chain list
-     * written by the previous holder is visible. */
-    while (atomic_flag_test_and_set_explicit(&d->lock, memory_order_acquire))
-        serex__thread_yield(); /* the holder only swaps two pointers */
+    serex__spin_lock(&d->lock);
 }
 
 static void depot_unlock(struct depot *d)
 {
-    /* release: publishes our changes to the chain list (see depot_lock) */
-    atomic_flag_clear_explicit(&d->lock, memory_order_release);
+    serex__spin_unlock(&d->lock);
 }
 
 /* Gives a chain of CHAIN blocks to the depot, or frees it if it is full. */

@@ -3,15 +3,21 @@
  * pool.c - the thread pool: fixed or elastic, bounded or unbounded queue.
  *
  * --- The queue ---
- * One intrusive multi-producer queue (Vyukov's): a producer links its node
- * with one atomic exchange on `tail` and one store to the previous node's
- * `next`, so execute never takes a lock. Workers take from the `head` end
- * one at a time under `take_lock`, a spinlock held for a few pointer moves
- * (Vyukov's queue has a single consumer; the lock makes workers take turns).
- * Between a producer's exchange and its link, a consumer may see a node
- * that is not linked yet: it waits for the link (`busy`), it never skips.
- * The queue is empty exactly when `tail` is the embedded stub node, which
- * workers can test with one load and no lock (queue_nonempty).
+ * A growable ring of {fn, arg} slots with two spinlocks, one per end (the
+ * two-lock queue of Michael and Scott, and of the JDK's LinkedBlockingQueue,
+ * on an array). Producers write slot `tail` under `put_lock` and publish
+ * the new `tail`; workers read slot `head` under `take_lock` and publish the
+ * new `head`. Each end keeps a stale copy of the other end's index and
+ * re-reads it only when the copy says empty (workers) or full (producers),
+ * so in a steady stream a worker touches the producers' line once per run
+ * of tasks, not once per task, and slots are read and written in order,
+ * four to a cache line, which the hardware prefetches. Nothing is
+ * allocated per task. When the ring is full the producer takes both locks
+ * and doubles it; an idle worker takes both and shrinks an empty ring back
+ * to RING_MIN, so memory returns to its baseline after a burst.
+ * The ring and its mask change only under both locks, so each end may read
+ * them under its own. The queue is empty exactly when head == tail, which
+ * anyone can test with two loads and no lock (queue_nonempty).
  *
  * --- Parking: who sleeps, who wakes, why no wake-up is lost ---
  * A worker that finds the queue empty becomes the one spinner if there is
@@ -21,19 +27,21 @@
  * producer's core). To park, a worker takes `mu`, increments `sleepers`,
  * (the spinner then clears `spinning`), re-checks the queue, and waits on
  * `work_cv` for a wake-up token (`wakeups`).
- * A producer, after its exchange on `tail`, reads `spinning`, then
+ * A producer, after its store of `tail`, reads `spinning`, then
  * `sleepers`: if there is a spinner it does nothing; else if someone sleeps
- * it takes `mu`, adds a token and signals one worker; else it makes no
+ * it takes `mu`, turns one sleeper into a token (so later producers see
+ * one sleeper fewer and leave `mu` alone) and signals; else it makes no
  * system call at all (a busy pool costs no syscall per task).
- * The exchange, the loads of `spinning`/`sleepers`, the increment of
+ * The store, the loads of `spinning`/`sleepers`, the increment of
  * `sleepers`, the clearing of `spinning` and the worker's re-check of `tail`
  * are all seq_cst: in their single total order, either the producer's load
  * comes after the worker's announcement (it sees a sleeper or no spinner,
- * and wakes), or the worker's re-check comes after the producer's exchange
+ * and wakes), or the worker's re-check comes after the producer's store
  * (it sees the task and does not sleep). The token is handed over under
  * `mu`, which the parking worker holds from its re-check until it waits, so
- * the signal cannot fall between the re-check and the wait. Tokens never
- * outnumber sleepers, and a token nobody needed only costs one extra loop.
+ * the signal cannot fall between the re-check and the wait. A worker that
+ * leaves for any reason takes a token if one is there: the wake-up it
+ * stood for is served by that worker's next look at the queue.
  * A worker woken from idle that finds more work behind its task wakes the
  * next sleeper (as Tokio's last searching worker does), so a burst after
  * an idle period fans out to every worker.
@@ -42,9 +50,9 @@
  * `ctl` holds SHUTDOWN and STOP flags and, above them, the number of
  * execute calls between their state check and their push. execute adds
  * itself, checks the flags, pushes, removes itself (release). shutdown_now
- * sets STOP, waits for that count to reach zero (acquire), then drains the
- * queue: every task whose execute said SEREX_OK is either in what it
- * drains or was taken by a worker before, so nothing is stranded. After
+ * sets STOP, waits for that count to reach zero (acquire), then empties the
+ * queue under both locks: every task whose execute said SEREX_OK is either
+ * in what it takes or was taken by a worker before, so nothing is stranded. After
  * shutdown, workers exit only when the count is zero and the queue is
  * empty, for the same reason. Workers never park after shutdown: shutdown
  * sets the flag and then broadcasts under `mu`, and a parking worker checks
@@ -63,7 +71,8 @@
 #include <string.h> /* memcpy, strlen */
 
 #include "common_internal.h"
-#include "task_internal.h"
+#include "pool_internal.h"
+#include "spinlock_internal.h"
 #include "thread_internal.h"
 
 #define ST_SHUTDOWN UINT64_C(1)
@@ -71,6 +80,7 @@
 #define SUBMITTER UINT64_C(4) /* ctl counts in-flight execute calls above */
 
 #define SPIN_NS INT64_C(50000)         /* poll an empty queue this long */
+#define RING_MIN SEREX__POOL_RING_MIN  /* slots; 16 KiB, power of two */
 #define DEFAULT_KEEP_ALIVE_NS (60 * SEREX__NS_PER_S)
 #define NAME_MAX_LEN 15                /* what Linux keeps of a thread name */
 
@@ -83,28 +93,38 @@ struct slot {
     serex__thread thread;
     enum slot_state state; /* under mu */
     unsigned id;           /* the n of "<name>-<n>" */
-    bool retired;          /* left by keep-alive; live already counted */
+};
+
+struct ring_slot {
+    serex_fn fn;
+    void *arg;
 };
 
 struct pool {
     serex_executor base;
 
-    /* Producers' line: every execute touches these two. */
-    _Alignas(SEREX__CACHELINE) struct serex__task *_Atomic tail;
-    _Atomic uint64_t ctl; /* ST_* flags | in-flight execute calls */
+    /* Producers' line: written by every execute. */
+    _Alignas(SEREX__CACHELINE) serex__spinlock put_lock;
+    uint64_t put_tail;     /* under put_lock: the next slot to fill */
+    uint64_t head_seen;    /* under put_lock: a stale copy of head */
+    _Atomic uint64_t ctl;  /* ST_* flags | in-flight execute calls */
 
-    /* Consumers' line: the worker holding take_lock moves head. */
-    _Alignas(SEREX__CACHELINE) _Atomic uint32_t take_lock;
-    struct serex__task *head; /* under take_lock */
+    /* Published ends, each written by one side, read by the other. */
+    _Alignas(SEREX__CACHELINE) _Atomic uint64_t tail;
+    _Alignas(SEREX__CACHELINE) _Atomic uint64_t head; /* under take_lock */
+
+    /* Consumers' line. */
+    _Alignas(SEREX__CACHELINE) serex__spinlock take_lock;
+    uint64_t tail_seen;    /* under take_lock: a stale copy of tail, >= head */
+
+    /* The ring: changed under both locks, read under either. */
+    _Alignas(SEREX__CACHELINE) struct ring_slot *ring;
+    uint64_t mask;         /* slots - 1 */
+    _Atomic uint32_t ring_grown; /* hint for idle workers: shrink it */
 
     /* Idle accounting: read by every execute, written on idle changes. */
     _Alignas(SEREX__CACHELINE) _Atomic uint32_t spinning; /* 0 or 1 */
-    _Atomic uint32_t sleepers; /* parked or parking; changed under mu */
-
-    /* Bounded pools only: tasks waiting to start. */
-    _Alignas(SEREX__CACHELINE) _Atomic size_t queued;
-
-    _Alignas(SEREX__CACHELINE) struct serex__task stub;
+    _Atomic uint32_t sleepers; /* parked, without a token; under mu */
 
     /* Cold: parking, thread management, configuration. */
     _Alignas(SEREX__CACHELINE) serex__mutex mu;
@@ -114,9 +134,10 @@ struct pool {
     _Atomic unsigned live; /* threads started and not exited; under mu */
     bool terminated;       /* under mu: shut down and every thread gone */
     unsigned next_id;      /* under mu */
+    unsigned long wakes;   /* under mu: tokens handed out (for tests) */
     unsigned core, max;
     int64_t keep_alive_ns;
-    size_t capacity;
+    size_t capacity;       /* 0: unbounded */
     char name[NAME_MAX_LEN + 1];
     struct slot *slots;    /* max of them */
 };
@@ -130,125 +151,160 @@ static struct pool *pool_of(serex_executor *ex)
 
 /* --- the queue --- */
 
-static void queue_push(struct pool *p, struct serex__task *t)
+static struct ring_slot *ring_alloc(uint64_t slots)
 {
+    return serex__alloc_aligned(SEREX__CACHELINE, slots * sizeof(struct ring_slot));
+}
+
+/* Copies the live slots [head, tail) into @to, of mask @to_mask. Both
+ * locks held. */
+static void ring_move(struct pool *p, struct ring_slot *to, uint64_t to_mask)
+{
+    /* relaxed: head changes under take_lock, which we hold */
+    uint64_t h = atomic_load_explicit(&p->head, memory_order_relaxed);
+
+    for (uint64_t i = h; i != p->put_tail; i++)
+        to[i & to_mask] = p->ring[i & p->mask];
+    serex__free(p->ring);
+    p->ring = to;
+    p->mask = to_mask;
+}
+
+/* The ring is full: double it. Under put_lock. */
+static int ring_grow(struct pool *p)
+{
+    uint64_t slots = (p->mask + 1) * 2;
+    struct ring_slot *bigger = slots > p->mask + 1 ? ring_alloc(slots) : NULL;
+
+    if (bigger == NULL)
+        return SEREX_ENOMEM;
+    serex__spin_lock(&p->take_lock);
+    ring_move(p, bigger, slots - 1);
+    serex__spin_unlock(&p->take_lock);
+    /* relaxed: a hint, re-checked under both locks */
+    atomic_store_explicit(&p->ring_grown, 1, memory_order_relaxed);
+    return SEREX_OK;
+}
+
+/* The stale head says no room: look again, then grow or say EFULL. */
+static int ring_make_room(struct pool *p)
+{
+    uint64_t used;
+
+    /* acquire: pairs with the release store of head in ring_pop, so the
+     * workers' reads of the slots we are about to reuse are done */
+    p->head_seen = atomic_load_explicit(&p->head, memory_order_acquire);
+    used = p->put_tail - p->head_seen;
+    if (p->capacity != 0 && used >= p->capacity)
+        return SEREX_EFULL;
+    if (used > p->mask)
+        return ring_grow(p);
+    return SEREX_OK;
+}
+
+/* Appends a task. Under put_lock. */
+static int ring_push(struct pool *p, serex_fn fn, void *arg)
+{
+    uint64_t t = p->put_tail;
+
+    if (serex__unlikely(t - p->head_seen > p->mask ||
+                        (p->capacity != 0 && t - p->head_seen >= p->capacity))) {
+        int rc = ring_make_room(p);
+
+        if (rc != SEREX_OK)
+            return rc;
+    }
+    p->ring[t & p->mask] = (struct ring_slot){fn, arg};
+    p->put_tail = t + 1;
     /*
      * seq_cst: the publishing half of the park handshake (see the essay):
-     * it must be ordered before the producer's loads of spinning and
-     * sleepers. It also has acquire and release: it orders our write of
-     * t's fields before a consumer that reaches t through `tail`.
+     * ordered before the producer's loads of spinning and sleepers. Its
+     * release half makes the slot written above visible to the worker that
+     * reads this tail with acquire.
      */
-    struct serex__task *prev = atomic_exchange_explicit(&p->tail, t,
-                                                        memory_order_seq_cst);
+    atomic_store_explicit(&p->tail, t + 1, memory_order_seq_cst);
+    return SEREX_OK;
+}
 
-    /* release: pairs with the acquire loads of next in queue_pop, so the
-     * consumer that follows this link sees fn and arg */
-    atomic_store_explicit(&prev->next, t, memory_order_release);
+/* Takes the oldest task into *out. Under take_lock. */
+static bool ring_pop(struct pool *p, struct ring_slot *out)
+{
+    /* relaxed: head changes only under take_lock, which we hold */
+    uint64_t h = atomic_load_explicit(&p->head, memory_order_relaxed);
+
+    if (h == p->tail_seen) {
+        /* acquire: pairs with the seq_cst store in ring_push; the slots
+         * up to the new tail are written */
+        p->tail_seen = atomic_load_explicit(&p->tail, memory_order_acquire);
+        if (h == p->tail_seen)
+            return false;
+    }
+    *out = p->ring[h & p->mask];
+    /* release: our read of the slot happens-before a producer reuses it
+     * (its acquire load in ring_make_room) */
+    atomic_store_explicit(&p->head, h + 1, memory_order_release);
+    return true;
 }
 
 static bool queue_nonempty(struct pool *p)
 {
-    /* seq_cst: the re-check half of the park handshake (see the essay) */
-    return atomic_load_explicit(&p->tail, memory_order_seq_cst) != &p->stub;
+    /* seq_cst (both): the re-check half of the park handshake (essay) */
+    return atomic_load_explicit(&p->tail, memory_order_seq_cst) !=
+           atomic_load_explicit(&p->head, memory_order_seq_cst);
 }
 
-/*
- * Pops the oldest node, under take_lock. NULL with *busy set when a
- * producer has swapped `tail` but not linked its node yet: retry shortly.
- */
-static struct serex__task *queue_pop(struct pool *p, bool *busy)
+/* Takes the oldest task; false if the queue is empty. */
+static bool pool_take(struct pool *p, struct ring_slot *out)
 {
-    struct serex__task *head = p->head, *next, *tail;
+    bool got;
 
-    /* acquire (each load of next): pairs with the release link in
-     * queue_push, making the node's fn and arg visible */
-    next = atomic_load_explicit(&head->next, memory_order_acquire);
-    if (head == &p->stub) {
-        if (next == NULL) {
-            *busy = queue_nonempty(p);
-            return NULL;
-        }
-        p->head = head = next;
-        next = atomic_load_explicit(&head->next, memory_order_acquire);
-    }
-    if (next != NULL) {
-        p->head = next;
-        return head;
-    }
-    /* acquire: as above; `head` is the last node only if tail is head */
-    tail = atomic_load_explicit(&p->tail, memory_order_acquire);
-    if (tail != head) {
-        *busy = true;
-        return NULL;
-    }
-    /* head is the last node: queue the stub behind it so head can move. */
-    atomic_store_explicit(&p->stub.next, NULL, memory_order_relaxed);
-    queue_push(p, &p->stub);
-    next = atomic_load_explicit(&head->next, memory_order_acquire);
-    if (next != NULL) {
-        p->head = next;
-        return head;
-    }
-    *busy = true;
-    return NULL;
+    serex__spin_lock(&p->take_lock);
+    got = ring_pop(p, out);
+    serex__spin_unlock(&p->take_lock);
+    return got;
 }
 
-static void take_lock(struct pool *p)
+/* An idle worker gives a grown, empty ring back (memory after a burst). */
+static void ring_try_shrink(struct pool *p)
 {
-    unsigned spins = 0;
+    struct ring_slot *small;
 
-    /* acquire: pairs with the release in take_unlock; the previous
-     * holder's moves of head are visible */
-    while (atomic_exchange_explicit(&p->take_lock, 1, memory_order_acquire)) {
-        do {
-            if (++spins % 64 == 0)
-                serex__thread_yield(); /* the holder may be preempted */
-            else
-                serex__cpu_relax();
-            /* relaxed: only waits for a chance; the exchange orders */
-        } while (atomic_load_explicit(&p->take_lock, memory_order_relaxed));
+    /* relaxed: a hint; everything is re-checked under both locks */
+    if (!atomic_load_explicit(&p->ring_grown, memory_order_relaxed))
+        return;
+    small = ring_alloc(RING_MIN);
+    if (small == NULL)
+        return; /* keep the big one; nothing is lost */
+    serex__spin_lock(&p->put_lock);
+    serex__spin_lock(&p->take_lock);
+    /* relaxed: ctl is re-read under the locks shutdown_now also takes */
+    if (p->mask + 1 > RING_MIN && !queue_nonempty(p) &&
+        !(atomic_load_explicit(&p->ctl, memory_order_relaxed) & ST_STOP)) {
+        ring_move(p, small, RING_MIN - 1);
+        small = NULL;
+        atomic_store_explicit(&p->ring_grown, 0, memory_order_relaxed);
     }
-}
-
-static void take_unlock(struct pool *p)
-{
-    /* release: publishes our moves of head to the next holder */
-    atomic_store_explicit(&p->take_lock, 0, memory_order_release);
-}
-
-/* Takes the oldest task, or NULL if the queue is empty. */
-static struct serex__task *pool_take(struct pool *p)
-{
-    for (unsigned spins = 0;; spins++) {
-        struct serex__task *t;
-        bool busy = false;
-
-        take_lock(p);
-        t = queue_pop(p, &busy);
-        take_unlock(p);
-        if (t != NULL) {
-            if (p->capacity != 0) /* relaxed: a count, orders nothing */
-                atomic_fetch_sub_explicit(&p->queued, 1, memory_order_relaxed);
-            return t;
-        }
-        if (!busy)
-            return NULL;
-        /* A producer is between its exchange and its link: wait for it. */
-        if (spins % 64 == 63)
-            serex__thread_yield();
-        else
-            serex__cpu_relax();
-    }
+    serex__spin_unlock(&p->take_lock);
+    serex__spin_unlock(&p->put_lock);
+    serex__free(small);
 }
 
 /* --- waking and growing --- */
 
+/*
+ * Hands one parked worker a token. The token moves it out of `sleepers`
+ * at once, so producers that come before it wakes see no sleeper and take
+ * no lock: one mutex round trip per actual wake-up, not per task.
+ */
 static void pool_wake_one(struct pool *p)
 {
     serex__mutex_lock(&p->mu);
-    /* relaxed: sleepers only changes under mu, which we hold */
-    if (p->wakeups < atomic_load_explicit(&p->sleepers, memory_order_relaxed)) {
+    /* relaxed (both): sleepers only changes under mu, which we hold; its
+     * lock-free readers use it only to decide whether to come here */
+    if (atomic_load_explicit(&p->sleepers, memory_order_relaxed) > 0) {
+        atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
         p->wakeups++;
+        p->wakes++;
         serex__cond_signal(&p->work_cv);
     }
     serex__mutex_unlock(&p->mu);
@@ -275,7 +331,6 @@ static int pool_start_thread(struct pool *p)
     }
     s->p = p;
     s->id = ++p->next_id;
-    s->retired = false;
     rc = serex__thread_start(&s->thread, worker_main, s);
     if (rc == SEREX_OK) {
         s->state = SLOT_LIVE;
@@ -345,26 +400,34 @@ static enum spin_result worker_spin(struct pool *p)
     }
 }
 
-/* True when this worker may retire: extra, and idle for keep_alive. */
+/*
+ * True when this worker may retire: extra, and idle for keep_alive. Under
+ * mu. Its slot is marked exited here, so nothing of the pool is touched
+ * after mu is released: a destroy may free the pool the moment the last
+ * core worker exits, and only joins this thread.
+ */
 static bool worker_retire(struct pool *p, struct slot *s)
 {
     /* relaxed: live changes under mu, which we hold */
     if (atomic_load_explicit(&p->live, memory_order_relaxed) <= p->core)
         return false;
     atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed);
-    s->retired = true;
+    s->state = SLOT_EXITED;
     return true;
 }
 
 /*
  * Parks until a token, work or shutdown. Returns false if the worker must
  * exit (it retired). @spinner: we still hold the spinning flag.
+ * Under mu, sleepers + wakeups is the number of workers in here: a waker
+ * turns a sleeper into a token, and whoever leaves takes a token if there
+ * is one (its wake-up is then served by this worker's look at the queue),
+ * else leaves `sleepers`.
  */
 static bool worker_park(struct pool *p, struct slot *s, bool spinner)
 {
     bool elastic = p->max > p->core, keep = true;
     int64_t deadline = elastic ? serex__deadline(p->keep_alive_ns) : INT64_MAX;
-    uint32_t left;
 
     serex__mutex_lock(&p->mu);
     /* seq_cst: announce before the re-check below (see the essay) */
@@ -373,29 +436,27 @@ static bool worker_park(struct pool *p, struct slot *s, bool spinner)
         atomic_store_explicit(&p->spinning, 0, memory_order_seq_cst);
     for (;;) {
         /* relaxed: shutdown sets the flag before taking mu to broadcast */
-        if (queue_nonempty(p) ||
+        if (p->wakeups > 0 || queue_nonempty(p) ||
             (atomic_load_explicit(&p->ctl, memory_order_relaxed) & ST_SHUTDOWN))
             break;
-        if (p->wakeups > 0) {
-            p->wakeups--;
-            break;
-        }
         if (elastic && serex__now_ns() >= deadline && worker_retire(p, s)) {
             keep = false;
             break;
         }
         serex__cond_wait_until(&p->work_cv, &p->mu, deadline);
     }
-    /* relaxed: sleepers changes only under mu, which we hold */
-    left = atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed) - 1;
-    if (p->wakeups > left) /* a token nobody will take */
-        p->wakeups = left;
+    if (p->wakeups > 0)
+        p->wakeups--;
+    else /* relaxed: under mu (see pool_wake_one) */
+        atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
     serex__mutex_unlock(&p->mu);
     return keep;
 }
 
-/* The queue looked empty. Returns false when the worker must exit. */
-static bool worker_idle(struct pool *p, struct slot *s)
+enum idle_result { IDLE_AGAIN, IDLE_EXIT, IDLE_RETIRED };
+
+/* The queue looked empty: spin, park, or leave. */
+static enum idle_result worker_idle(struct pool *p, struct slot *s)
 {
     /* acquire: pairs with the release in pool_execute's count drop, so a
      * count of zero means every accepted push is visible to the check */
@@ -403,25 +464,27 @@ static bool worker_idle(struct pool *p, struct slot *s)
     enum spin_result spin;
 
     if (c & ST_STOP)
-        return false;
+        return IDLE_EXIT;
     if (c & ST_SHUTDOWN) {
         if (c < SUBMITTER && !queue_nonempty(p))
-            return false;
+            return IDLE_EXIT;
         serex__thread_yield(); /* an execute is mid-push: wait for it */
-        return true;
+        return IDLE_AGAIN;
     }
     spin = worker_spin(p);
     if (spin == SPIN_FOUND)
-        return true;
-    return worker_park(p, s, spin == SPIN_GAVE_UP);
+        return IDLE_AGAIN;
+    if (!worker_park(p, s, spin == SPIN_GAVE_UP))
+        return IDLE_RETIRED;
+    ring_try_shrink(p);
+    return IDLE_AGAIN;
 }
 
 static void worker_exit(struct pool *p, struct slot *s)
 {
     serex__mutex_lock(&p->mu);
     /* relaxed: live changes under mu, which we hold */
-    if (!s->retired &&
-        atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed) == 1) {
+    if (atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed) == 1) {
         p->terminated = true;
         serex__cond_broadcast(&p->term_cv);
     }
@@ -442,18 +505,21 @@ static int worker_main(void *arg)
     struct slot *s = arg;
     struct pool *p = s->p;
     struct serex__frame frame;
+    struct ring_slot task;
     bool was_idle = false;
 
     worker_name_self(p, s->id);
     /* Everything on this thread is a task of the pool (for EDEADLK). */
     serex__frame_push(&frame, &p->base);
     for (;;) {
-        struct serex__task *t = pool_take(p);
-        serex_fn fn;
-        void *arg_;
+        if (!pool_take(p, &task)) {
+            enum idle_result r = worker_idle(p, s);
 
-        if (t == NULL) {
-            if (!worker_idle(p, s))
+            if (r == IDLE_RETIRED) { /* the pool may be gone already */
+                serex__frame_pop(&frame);
+                return 0;
+            }
+            if (r == IDLE_EXIT)
                 break;
             was_idle = true;
             continue;
@@ -463,10 +529,7 @@ static int worker_main(void *arg)
             if (queue_nonempty(p))
                 pool_signal_work(p);
         }
-        fn = t->fn;
-        arg_ = t->arg;
-        serex__task_free(t);
-        fn(arg_);
+        task.fn(task.arg);
     }
     serex__frame_pop(&frame);
     worker_exit(p, s);
@@ -478,35 +541,25 @@ static int worker_main(void *arg)
 static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
 {
     struct pool *p = pool_of(ex);
-    struct serex__task *t = serex__task_new(fn, arg);
     uint64_t c;
-    int rc = SEREX_OK;
+    int rc;
 
-    if (serex__unlikely(t == NULL))
-        return SEREX_ENOMEM;
     /* relaxed: the flags and this count share one modification order, so
      * either shutdown_now's STOP is seen here, or it waits for our drop */
     c = atomic_fetch_add_explicit(&p->ctl, SUBMITTER, memory_order_relaxed);
-    if (serex__unlikely(c & ST_SHUTDOWN))
+    if (serex__unlikely(c & ST_SHUTDOWN)) {
         rc = SEREX_EREJECTED;
-    else if (p->capacity != 0 &&
-             /* relaxed: a count, orders nothing */
-             atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed) >=
-                 p->capacity) {
-        atomic_fetch_sub_explicit(&p->queued, 1, memory_order_relaxed);
-        rc = SEREX_EFULL;
+    } else {
+        serex__spin_lock(&p->put_lock);
+        rc = ring_push(p, fn, arg);
+        serex__spin_unlock(&p->put_lock);
     }
-    if (serex__likely(rc == SEREX_OK))
-        queue_push(p, t);
     /* release: our push happens-before whoever sees the count at zero
      * (shutdown_now, an exiting worker), with acquire */
     atomic_fetch_sub_explicit(&p->ctl, SUBMITTER, memory_order_release);
-    if (serex__unlikely(rc != SEREX_OK)) {
-        serex__task_free(t);
-        return rc;
-    }
-    pool_signal_work(p);
-    return SEREX_OK;
+    if (serex__likely(rc == SEREX_OK))
+        pool_signal_work(p);
+    return rc;
 }
 
 static void pool_wake_all(struct pool *p)
@@ -526,34 +579,11 @@ static void pool_shutdown(serex_executor *ex)
     pool_wake_all(p);
 }
 
-/* Unlinks every queued task, in order, onto a private list. */
-static struct serex__task *pool_drain(struct pool *p, size_t *n)
-{
-    struct serex__task *first = NULL, *last = NULL, *t;
-    bool busy = false;
-
-    take_lock(p);
-    while ((t = queue_pop(p, &busy)) != NULL) {
-        /* relaxed: the node is ours now; the list is private */
-        atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
-        if (last != NULL)
-            atomic_store_explicit(&last->next, t, memory_order_relaxed);
-        else
-            first = t;
-        last = t;
-        ++*n;
-    }
-    take_unlock(p);
-    SEREX_ASSERT(!busy); /* no execute is in flight any more */
-    return first;
-}
-
 static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
                                 void *ctx)
 {
     struct pool *p = pool_of(ex);
-    struct serex__task *t;
-    size_t n = 0;
+    uint64_t h, t;
 
     /* release: only the flags; the drop loop below does the ordering */
     atomic_fetch_or_explicit(&p->ctl, ST_SHUTDOWN | ST_STOP,
@@ -562,22 +592,26 @@ static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
      * is zero every accepted push is visible and no more can come */
     while (atomic_load_explicit(&p->ctl, memory_order_acquire) >= SUBMITTER)
         serex__thread_yield();
-    t = pool_drain(p, &n);
-    if (p->capacity != 0) /* relaxed: a count */
-        atomic_fetch_sub_explicit(&p->queued, n, memory_order_relaxed);
+    /*
+     * Empty the queue under both locks by moving head to tail. The slots
+     * stay as they are: no push can come any more, and STOP keeps idle
+     * workers from shrinking the ring, so we read them after unlocking,
+     * where on_pending may call back into the pool.
+     */
+    serex__spin_lock(&p->put_lock);
+    serex__spin_lock(&p->take_lock);
+    /* relaxed: both ends are ours while we hold both locks */
+    h = atomic_load_explicit(&p->head, memory_order_relaxed);
+    t = p->put_tail;
+    atomic_store_explicit(&p->head, t, memory_order_relaxed);
+    p->tail_seen = t; /* ring_pop relies on head <= tail_seen */
+    serex__spin_unlock(&p->take_lock);
+    serex__spin_unlock(&p->put_lock);
     pool_wake_all(p);
-    /* Outside every lock: on_pending may call back into the pool. */
-    while (t != NULL) {
-        struct serex__task *next =
-            atomic_load_explicit(&t->next, memory_order_relaxed);
-        serex_fn fn = t->fn;
-        void *arg = t->arg;
-
-        serex__task_free(t);
-        serex__hand_back(fn, arg, on_pending, ctx);
-        t = next;
-    }
-    return n;
+    for (uint64_t i = h; i != t; i++)
+        serex__hand_back(p->ring[i & p->mask].fn, p->ring[i & p->mask].arg,
+                         on_pending, ctx);
+    return (size_t)(t - h);
 }
 
 static int pool_await(serex_executor *ex, int64_t timeout_ns)
@@ -601,12 +635,19 @@ static int pool_await(serex_executor *ex, int64_t timeout_ns)
 /* Joins every thread ever started and frees the pool. */
 static void pool_free(struct pool *p)
 {
-    for (unsigned i = 0; i < p->max; i++)
-        if (p->slots[i].state != SLOT_FREE)
+    for (unsigned i = 0; i < p->max; i++) {
+        enum slot_state st;
+
+        serex__mutex_lock(&p->mu); /* states are written under mu */
+        st = p->slots[i].state;
+        serex__mutex_unlock(&p->mu);
+        if (st != SLOT_FREE)
             serex__thread_join(p->slots[i].thread);
+    }
     serex__cond_destroy(&p->term_cv);
     serex__cond_destroy(&p->work_cv);
     serex__mutex_destroy(&p->mu);
+    serex__free(p->ring);
     serex__free(p->slots);
     serex__free(p);
 }
@@ -705,15 +746,15 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
         return rc;
     }
     p->slots = serex__calloc(p->max, sizeof *p->slots);
-    if (p->slots == NULL || pool_init_sync(p) != SEREX_OK) {
+    p->ring = p->slots != NULL ? ring_alloc(RING_MIN) : NULL;
+    if (p->ring == NULL || pool_init_sync(p) != SEREX_OK) {
+        serex__free(p->ring);
         serex__free(p->slots);
         serex__free(p);
         return SEREX_ENOMEM;
     }
+    p->mask = RING_MIN - 1;
     p->base.ops = &pool_ops;
-    atomic_init(&p->stub.next, NULL);
-    atomic_init(&p->tail, &p->stub);
-    p->head = &p->stub;
     rc = pool_start_core(p);
     if (rc != SEREX_OK) {
         pool_free(p); /* joins the threads that did start */
@@ -721,4 +762,23 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
     }
     *out = &p->base;
     return SEREX_OK;
+}
+
+/* --- for tests --- */
+
+unsigned serex__pool_threads(serex_executor *ex)
+{
+    /* relaxed: a snapshot for a test */
+    return atomic_load_explicit(&pool_of(ex)->live, memory_order_relaxed);
+}
+
+unsigned long serex__pool_wakes(serex_executor *ex)
+{
+    struct pool *p = pool_of(ex);
+    unsigned long n;
+
+    serex__mutex_lock(&p->mu);
+    n = p->wakes;
+    serex__mutex_unlock(&p->mu);
+    return n;
 }

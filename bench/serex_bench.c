@@ -1,0 +1,677 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * serex_bench.c - serex on the workloads of shared/bench/WORKLOADS.md.
+ *
+ *     serex_bench [BENCH ...] [--threads T] [--quick] [--variant V] [--list]
+ *
+ * Every bench copies the peer benchmarks (shared/peers/c) step for step:
+ * same sizes, same untimed warm-up, same clock, same timed region, and the
+ * same RESULT line with its keys in the same order, so bench/compare.sh can
+ * set our numbers beside theirs. Only RESULT lines go to stdout; progress
+ * and errors go to stderr.
+ *
+ * With no BENCH, every bench in bench_table[] runs, in this process. V picks
+ * one variant (the producer count of pool_throughput), so a runner can take
+ * one measurement per process as the peers' runner does; benches without
+ * variants ignore it. --quick divides N by 10 and runs 10,000 latency rounds.
+ *
+ * Adding a bench: write `static int bench_<name>(const struct bench_cfg *)`,
+ * returning 0 once its RESULT line is printed (-1 on a serex or system
+ * error, already reported), and add it to bench_table[]. bench/table.py
+ * says which of its keys to tabulate.
+ *
+ * Exit status: 0; 1 if a bench failed; 2 on bad usage; 3 for a bench name
+ * this program does not know (the peers' binaries say 3 there too).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <serex/serex.h>
+
+#include <errno.h>       /* EINTR from sem_wait, clock_nanosleep */
+#include <inttypes.h>    /* PRIu64 */
+#include <pthread.h>     /* producer threads */
+#include <sched.h>       /* sched_yield while waiting on untimed steps */
+#include <semaphore.h>   /* the end-of-run signal */
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h> /* getrusage: pool_idle_cpu */
+#include <time.h>        /* clock_gettime, clock_nanosleep */
+#include <unistd.h>      /* sysconf: online CPUs */
+
+static const char IMPL[] = "serex";
+
+#define NS_PER_S 1000000000LL
+
+/* Workload sizes, as in shared/peers/c/common.h; --quick divides N by 10. */
+#define FULL_N 2000000L        /* pool_throughput tasks */
+#define FULL_LAT_ITERS 100000L /* pool_latency rounds */
+#define QUICK_LAT_ITERS 10000L
+#define WARMUP_TASKS 1000L     /* untimed tasks run on every new pool */
+#define IDLE_TASKS 1000L       /* pool_idle_cpu: work before the idle time */
+#define IDLE_NS NS_PER_S       /* pool_idle_cpu: the idle time measured */
+/* pool_latency stops after this long, as the peers' lat_stop() does. */
+#define LAT_TIME_CAP_NS (60 * NS_PER_S)
+
+/* What every bench is given: the parsed command line. */
+struct bench_cfg {
+    int threads;     /* T: pool worker threads */
+    long variant;    /* producers for pool_throughput; 0 = every variant */
+    uint64_t n;      /* tasks for the throughput benches */
+    long lat_iters;  /* pool_latency rounds */
+};
+
+/* --- clock, spinning, errors --- */
+
+/* CLOCK_MONOTONIC, as the peers' now_ns() and std::chrono::steady_clock. */
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+/* The spin-wait hint the peers use, so our spinning costs what theirs do. */
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void report_error(const char *call, int status)
+{
+    fprintf(stderr, "serex_bench: %s: %s\n", call, serex_strerror(status));
+}
+
+/* --- the end-of-run signal --- */
+
+/*
+ * The task that ends a timed run records the time and posts the semaphore,
+ * so the measuring thread sleeps in sem_wait instead of spinning: on a
+ * 2-core machine a spinning observer would steal a worker's CPU. This is
+ * the peers' done_signal()/done_wait(), per run instead of global.
+ */
+struct done {
+    sem_t sem;
+    int64_t t_end; /* written before sem_post, read after sem_wait */
+};
+
+static int done_init(struct done *d)
+{
+    d->t_end = 0;
+    if (sem_init(&d->sem, 0, 0) == 0)
+        return 0;
+    perror("serex_bench: sem_init");
+    return -1;
+}
+
+static void done_signal(struct done *d)
+{
+    d->t_end = now_ns();
+    sem_post(&d->sem);
+}
+
+static void done_wait(struct done *d)
+{
+    while (sem_wait(&d->sem) != 0 && errno == EINTR)
+        ;
+}
+
+/* --- pools --- */
+
+/* Release: the submitter's acquire load then sees everything the task did. */
+static void countdown_task(void *arg)
+{
+    atomic_fetch_sub_explicit((atomic_long *)arg, 1, memory_order_release);
+}
+
+/*
+ * Runs n empty tasks on @pool and waits, yielding, until all have finished.
+ * Untimed. Returns SEREX_OK or the status of the failed serex_execute;
+ * even then it returns only once the tasks already sent have run, since
+ * they point at this stack frame.
+ */
+static int pool_run_tasks(serex_executor *pool, long n)
+{
+    atomic_long left;
+    long sent = 0;
+    int rc = SEREX_OK;
+
+    atomic_init(&left, n);
+    while (sent < n
+           && (rc = serex_execute(pool, countdown_task, &left)) == SEREX_OK)
+        sent++;
+    /* Relaxed: only this thread reads it, below. Unsent tasks never count. */
+    atomic_fetch_sub_explicit(&left, n - sent, memory_order_relaxed);
+    while (atomic_load_explicit(&left, memory_order_acquire) != 0)
+        sched_yield();
+    if (rc != SEREX_OK)
+        report_error("serex_execute", rc);
+    return rc;
+}
+
+/*
+ * A pool of @threads workers, warmed with WARMUP_TASKS untimed tasks as the
+ * peers warm theirs, so no timed run pays for starting workers or filling
+ * node caches (libuv and TBB start their threads lazily). NULL on failure.
+ */
+static serex_executor *pool_start(int threads)
+{
+    serex_pool_config cfg = {.threads = (unsigned)threads};
+    serex_executor *pool;
+    int rc = serex_pool_create(&cfg, &pool);
+
+    if (rc != SEREX_OK) {
+        report_error("serex_pool_create", rc);
+        return NULL;
+    }
+    if (pool_run_tasks(pool, WARMUP_TASKS) != SEREX_OK) {
+        serex_destroy(pool);
+        return NULL;
+    }
+    return pool;
+}
+
+/* Shuts the pool down and waits for its tasks: their writes are then ours. */
+static int pool_stop(serex_executor *pool)
+{
+    int rc = serex_destroy(pool);
+
+    if (rc != SEREX_OK)
+        report_error("serex_destroy", rc);
+    return rc == SEREX_OK ? 0 : -1;
+}
+
+/* --- pool_throughput --- */
+
+/* One timed run: P producers submit n counting tasks in total. */
+struct throughput {
+    serex_executor *pool;
+    uint64_t n;
+    atomic_uint_fast64_t count; /* tasks run: the workload's shared counter */
+    atomic_bool go;             /* releases the producers */
+    atomic_int error;           /* first failed serex_execute status, or 0 */
+    struct done done;
+};
+
+struct producer {
+    struct throughput *run;
+    uint64_t share;             /* tasks this producer submits */
+    pthread_t thread;
+};
+
+static void count_task(void *arg)
+{
+    struct throughput *t = arg;
+
+    /* Relaxed, as the workload says: only the N-th count matters, and
+     * done_signal's sem_post publishes the end time. */
+    if (atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed) + 1
+        == t->n)
+        done_signal(&t->done);
+}
+
+/*
+ * A failed submission means the N-th count never comes: wake the measuring
+ * thread instead. Only the first failure posts, so t_end has one writer.
+ */
+static void throughput_fail(struct throughput *t, int status)
+{
+    int none = 0;
+
+    if (atomic_compare_exchange_strong_explicit(&t->error, &none, status,
+                                                memory_order_relaxed,
+                                                memory_order_relaxed))
+        done_signal(&t->done);
+}
+
+static void *producer_main(void *arg)
+{
+    struct producer *p = arg;
+    struct throughput *t = p->run;
+
+    /* Acquire: pairs with the release store of go in throughput_measure. */
+    while (!atomic_load_explicit(&t->go, memory_order_acquire))
+        sched_yield();
+    if (atomic_load_explicit(&t->error, memory_order_relaxed) != 0)
+        return NULL; /* a sibling could not be started */
+    for (uint64_t k = 0; k < p->share; k++) {
+        int rc = serex_execute(t->pool, count_task, t);
+
+        if (rc != SEREX_OK) {
+            throughput_fail(t, rc);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void producers_join(struct producer *p, int count)
+{
+    for (int i = 0; i < count; i++)
+        pthread_join(p[i].thread, NULL);
+}
+
+/*
+ * Starts @count producers, each parked until t->go. Returns how many
+ * started; on a shortfall t->error is set, so the started ones, once
+ * released, submit nothing.
+ */
+static int producers_start(struct producer *p, int count,
+                           struct throughput *t)
+{
+    for (int i = 0; i < count; i++) {
+        p[i].run = t;
+        p[i].share = t->n / (uint64_t)count + ((uint64_t)i < t->n % count);
+        int rc = pthread_create(&p[i].thread, NULL, producer_main, &p[i]);
+
+        if (rc != 0) {
+            fprintf(stderr, "serex_bench: pthread_create: %s\n",
+                    strerror(rc));
+            atomic_store_explicit(&t->error, -1, memory_order_relaxed);
+            return i;
+        }
+    }
+    return count;
+}
+
+/*
+ * The timed region, as the peers time it: from just before releasing the
+ * producers to the end time recorded by the task that makes the N-th
+ * count. Returns the elapsed ns, or -1 if a producer failed.
+ */
+static int64_t throughput_measure(struct throughput *t, int producers)
+{
+    struct producer *p = calloc((size_t)producers, sizeof *p);
+
+    if (p == NULL) {
+        perror("serex_bench: calloc");
+        return -1;
+    }
+    int started = producers_start(p, producers, t);
+    int64_t t0 = now_ns();
+    /* Release: pairs with the acquire load in producer_main. */
+    atomic_store_explicit(&t->go, true, memory_order_release);
+    if (started == producers)
+        done_wait(&t->done);
+    producers_join(p, started);
+    free(p);
+    if (atomic_load_explicit(&t->error, memory_order_relaxed) != 0)
+        return -1;
+    return t->done.t_end - t0;
+}
+
+static void throughput_report(const struct bench_cfg *cfg, int producers,
+                              uint64_t n, int64_t elapsed_ns, long viol)
+{
+    printf("RESULT bench=pool_throughput impl=%s threads=%d producers=%d "
+           "tasks=%" PRIu64 " tasks_per_sec=%.0f violations=%ld\n",
+           IMPL, cfg->threads, producers, n, (double)n * 1e9 / elapsed_ns,
+           viol);
+    fflush(stdout);
+}
+
+/* One pool_throughput measurement with @producers producers, on a new pool. */
+static int throughput_once(const struct bench_cfg *cfg, int producers)
+{
+    struct throughput t = {.n = cfg->n};
+
+    atomic_init(&t.count, 0);
+    atomic_init(&t.go, false);
+    atomic_init(&t.error, 0);
+    if (done_init(&t.done) != 0)
+        return -1;
+    t.pool = pool_start(cfg->threads);
+    int64_t elapsed = t.pool ? throughput_measure(&t, producers) : -1;
+    /* Destroy waits for every task, so the count read below is final. */
+    int rc = t.pool ? pool_stop(t.pool) : -1;
+    sem_destroy(&t.done.sem);
+    if (elapsed < 0 || rc != 0)
+        return -1;
+    /* Relaxed: serex_destroy ordered every task's add before this load. */
+    long viol = atomic_load_explicit(&t.count, memory_order_relaxed) != t.n;
+    throughput_report(cfg, producers, t.n, elapsed, viol);
+    return 0;
+}
+
+/* P=1, then P=T (when T > 1), or only P=V with --variant V. */
+static int bench_pool_throughput(const struct bench_cfg *cfg)
+{
+    if (cfg->variant > 0)
+        return throughput_once(cfg, (int)cfg->variant);
+    if (throughput_once(cfg, 1) != 0)
+        return -1;
+    return cfg->threads > 1 ? throughput_once(cfg, cfg->threads) : 0;
+}
+
+/* --- pool_latency --- */
+
+struct latency_probe {
+    atomic_int flag; /* set by the task, cleared by the submitter */
+    int64_t t1;      /* the task's clock read, published by flag */
+};
+
+static void latency_task(void *arg)
+{
+    struct latency_probe *p = arg;
+
+    p->t1 = now_ns();
+    /* Release: pairs with the acquire spin in latency_measure; orders the
+     * write of t1 before the flag. */
+    atomic_store_explicit(&p->flag, 1, memory_order_release);
+}
+
+/*
+ * The peers' guard: past LAT_TIME_CAP_NS (checked every 1024 rounds) the
+ * loop stops, and `iterations` in the RESULT line shows how far it got.
+ */
+static bool latency_stop(long i, int64_t start)
+{
+    if ((i & 1023) != 0 || now_ns() - start < LAT_TIME_CAP_NS)
+        return false;
+    fprintf(stderr, "pool_latency: stopped after %ld iterations (time cap)\n",
+            i);
+    return true;
+}
+
+/*
+ * Up to @iters rounds of: t0, submit, spin until the task has run. Stores
+ * t1 - t0 in lat[] and returns the number of rounds done; *rc is the
+ * status of a failed submission, which ends the loop.
+ */
+static long latency_measure(serex_executor *pool, int64_t *lat, long iters,
+                            int *rc)
+{
+    struct latency_probe probe = {.t1 = 0};
+    long i = 0;
+
+    atomic_init(&probe.flag, 0);
+    *rc = SEREX_OK;
+    for (int64_t start = now_ns(); i < iters && !latency_stop(i, start); i++) {
+        int64_t t0 = now_ns();
+
+        if ((*rc = serex_execute(pool, latency_task, &probe)) != SEREX_OK)
+            break;
+        while (!atomic_load_explicit(&probe.flag, memory_order_acquire))
+            cpu_relax();
+        /* Relaxed: the next serex_execute publishes it to the next task. */
+        atomic_store_explicit(&probe.flag, 0, memory_order_relaxed);
+        lat[i] = probe.t1 - t0;
+    }
+    return i;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Nearest rank, ceil(n * p / 100), as the peers' pct_sorted(). */
+static int64_t percentile(const int64_t *sorted, size_t n, unsigned p)
+{
+    size_t rank = (n * p + 99) / 100;
+
+    return sorted[rank ? rank - 1 : 0];
+}
+
+/* The peers' report_latency(): a negative latency (the task ran before it
+ * was submitted) is a violation. Sorts lat; n > 0. */
+static void latency_report(const struct bench_cfg *cfg, int64_t *lat,
+                           size_t n)
+{
+    long viol = 0;
+
+    for (size_t i = 0; i < n; i++)
+        viol += lat[i] < 0;
+    qsort(lat, n, sizeof *lat, cmp_i64);
+    printf("RESULT bench=pool_latency impl=%s threads=%d iterations=%zu "
+           "p50_ns=%lld p99_ns=%lld max_ns=%lld violations=%ld\n",
+           IMPL, cfg->threads, n, (long long)percentile(lat, n, 50),
+           (long long)percentile(lat, n, 99), (long long)lat[n - 1], viol);
+    fflush(stdout);
+}
+
+static int bench_pool_latency(const struct bench_cfg *cfg)
+{
+    int64_t *lat = calloc((size_t)cfg->lat_iters, sizeof *lat);
+    serex_executor *pool = lat ? pool_start(cfg->threads) : NULL;
+    int rc;
+
+    if (pool == NULL) {
+        free(lat);
+        return -1;
+    }
+    long rounds = latency_measure(pool, lat, cfg->lat_iters, &rc);
+    if (rc != SEREX_OK)
+        report_error("serex_execute", rc);
+    else if (rounds > 0)
+        latency_report(cfg, lat, (size_t)rounds);
+    free(lat);
+    return pool_stop(pool) == 0 && rc == SEREX_OK ? 0 : -1;
+}
+
+/* --- pool_idle_cpu --- */
+
+/* User + system CPU time of the whole process, every thread included. */
+static int64_t cpu_time_ns(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * NS_PER_S
+           + ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+}
+
+/* Sleeps until the monotonic clock reads @deadline_ns, signals or not. */
+static void sleep_until(int64_t deadline_ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / NS_PER_S),
+                          .tv_nsec = (long)(deadline_ns % NS_PER_S)};
+
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)
+           == EINTR)
+        ;
+}
+
+/*
+ * A pool that has just run work, then sits idle: a pool whose workers spin
+ * to win pool_latency shows it here. The main thread sleeps, so the CPU
+ * time is the workers'. Divided by the measured wall time, not a nominal
+ * second, in case the sleep overran.
+ */
+static int bench_pool_idle_cpu(const struct bench_cfg *cfg)
+{
+    serex_executor *pool = pool_start(cfg->threads);
+
+    if (pool == NULL)
+        return -1;
+    /* The workload's 1,000 tasks, after the warm-up every pool gets. */
+    if (pool_run_tasks(pool, IDLE_TASKS) != SEREX_OK) {
+        pool_stop(pool);
+        return -1;
+    }
+    int64_t wall0 = now_ns(), cpu0 = cpu_time_ns();
+    sleep_until(wall0 + IDLE_NS);
+    int64_t cpu = cpu_time_ns() - cpu0, wall = now_ns() - wall0;
+    if (pool_stop(pool) != 0)
+        return -1;
+    printf("RESULT bench=pool_idle_cpu impl=%s threads=%d idle_cpu_pct=%.2f\n",
+           IMPL, cfg->threads, 100.0 * (double)cpu / (double)wall);
+    fflush(stdout);
+    return 0;
+}
+
+/* --- the bench table and the command line --- */
+
+struct bench {
+    const char *name; /* the workload's name in WORKLOADS.md */
+    int (*run)(const struct bench_cfg *cfg);
+};
+
+/* In the order they run when no bench is named. */
+static const struct bench bench_table[] = {
+    {"pool_throughput", bench_pool_throughput},
+    {"pool_latency", bench_pool_latency},
+    {"pool_idle_cpu", bench_pool_idle_cpu},
+};
+
+#define BENCH_COUNT (sizeof bench_table / sizeof bench_table[0])
+
+static const struct bench *bench_find(const char *name)
+{
+    for (size_t i = 0; i < BENCH_COUNT; i++)
+        if (strcmp(bench_table[i].name, name) == 0)
+            return &bench_table[i];
+    return NULL;
+}
+
+static void usage(FILE *to, const char *argv0)
+{
+    fprintf(to, "usage: %s [BENCH ...] [--threads T] [--quick] "
+                "[--variant V] [--list]\n", argv0);
+}
+
+/* Parses a whole decimal number >= @min into *out. */
+static bool parse_long(const char *s, long min, long *out)
+{
+    char *end;
+
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Defaults: T = online CPUs, full sizes, every variant. */
+static void cfg_defaults(struct bench_cfg *cfg)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+    cfg->threads = cpus > 0 ? (int)cpus : 1;
+    cfg->variant = 0;
+    cfg->n = FULL_N;
+    cfg->lat_iters = FULL_LAT_ITERS;
+}
+
+/*
+ * Option with a value (--threads T, --variant V) at argv[*i]: 1 if it was
+ * one and parsed (then *i moves past the value), 0 if not such an option,
+ * -1 on a bad or missing value.
+ */
+static int parse_valued(int argc, char **argv, int *i, struct bench_cfg *cfg)
+{
+    bool threads = strcmp(argv[*i], "--threads") == 0;
+    long v;
+
+    if (!threads && strcmp(argv[*i], "--variant") != 0)
+        return 0;
+    if (*i + 1 >= argc || !parse_long(argv[*i + 1], 1, &v) || v > 65536)
+        return -1;
+    if (threads)
+        cfg->threads = (int)v;
+    else
+        cfg->variant = v;
+    *i += 1;
+    return 1;
+}
+
+/* A flag without a value: 1 if it was one (and is now applied), else 0. */
+static int parse_flag(const char *arg, const char *argv0, bool *quick,
+                      bool *list)
+{
+    if (strcmp(arg, "--quick") == 0)
+        *quick = true;
+    else if (strcmp(arg, "--list") == 0)
+        *list = true;
+    else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+        usage(stdout, argv0);
+        exit(0);
+    } else
+        return 0;
+    return 1;
+}
+
+/*
+ * Reads the options into @cfg and the bench names into @sel (room for argc
+ * entries), returning how many names; --list sets *list. Exits with 2 on
+ * bad usage and 3 on an unknown bench, before anything has run.
+ */
+static size_t parse_args(int argc, char **argv, struct bench_cfg *cfg,
+                         const struct bench **sel, bool *list)
+{
+    size_t count = 0;
+    bool quick = false;
+
+    for (int i = 1; i < argc; i++) {
+        int valued = parse_valued(argc, argv, &i, cfg);
+
+        if (valued > 0 || (valued == 0 && parse_flag(argv[i], argv[0], &quick,
+                                                     list)))
+            continue;
+        if (valued < 0 || argv[i][0] == '-') {
+            usage(stderr, argv[0]);
+            exit(2);
+        }
+        if ((sel[count] = bench_find(argv[i])) == NULL) {
+            fprintf(stderr, "%s: bench %s not implemented\n", IMPL, argv[i]);
+            exit(3);
+        }
+        count++;
+    }
+    if (quick) {
+        cfg->n /= 10;
+        cfg->lat_iters = QUICK_LAT_ITERS;
+    }
+    return count;
+}
+
+/* Runs each selected bench in turn; a failure does not stop the others. */
+static int run_selected(const struct bench **sel, size_t count,
+                        const struct bench_cfg *cfg)
+{
+    int failed = 0;
+
+    for (size_t i = 0; i < count; i++) {
+        fprintf(stderr, "serex_bench: %s\n", sel[i]->name);
+        if (sel[i]->run(cfg) != 0) {
+            fprintf(stderr, "serex_bench: %s FAILED\n", sel[i]->name);
+            failed = 1;
+        }
+    }
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    /* Room for every name on the command line, or the whole table. */
+    const struct bench **sel = calloc((size_t)argc + BENCH_COUNT, sizeof *sel);
+    struct bench_cfg cfg;
+    bool list = false;
+
+    if (sel == NULL)
+        return 1;
+    cfg_defaults(&cfg);
+    size_t count = parse_args(argc, argv, &cfg, sel, &list);
+    if (count == 0)
+        for (size_t i = 0; i < BENCH_COUNT; i++)
+            sel[count++] = &bench_table[i];
+    int failed = 0;
+    if (list)
+        for (size_t i = 0; i < BENCH_COUNT; i++)
+            printf("%s\n", bench_table[i].name);
+    else
+        failed = run_selected(sel, count, &cfg);
+    free(sel);
+    return failed;
+}

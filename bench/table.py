@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""table.py - set serex's RESULT lines beside the best peer's.
+
+    table.py [--impl serex] [--markdown] [--detail] [FILE ...]
+
+Reads RESULT lines (shared/bench/WORKLOADS.md) from the files, or from
+stdin when there are none or a file is "-"; other lines are ignored, so a
+whole log can be fed in. Prints one row per (bench, case, metric):
+
+    serex      median of serex's runs
+    best peer  the best median among the other impls, and which impl it is
+    serex/best and best/serex
+    better     which way is better for that metric; "winner" applies it
+
+A case is the thread count plus the workload's case keys (producers,
+stripes), and the size (tasks, timers) when results of several sizes were
+mixed. Runs are grouped per (bench, impl, case) and each metric is the
+median of that group's runs, so repeated measurements (the peers' runner
+does --repeat 3) count once. Runs with violations > 0 are invalid: they
+are left out of the medians; an impl with only invalid runs is shown with
+"!" and never chosen as the best.
+"""
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+
+# Which keys of each bench to tabulate, and which way is better:
+# "higher", "lower", "abs" (closer to 0), or "show" (values only, no ratio:
+# used where values near 0 make a ratio meaningless). A bench not listed
+# here gets every *_per_sec key as "higher".
+METRICS = {
+    "pool_throughput": [("tasks_per_sec", "higher")],
+    "pool_latency": [("p50_ns", "lower"), ("p99_ns", "lower")],
+    "pool_idle_cpu": [("idle_cpu_pct", "show")],
+    "serial_throughput": [("tasks_per_sec", "higher")],
+    "striped_throughput": [("tasks_per_sec", "higher"),
+                           ("peak_rss_kb", "lower")],
+    "timer_schedule_cancel": [("ops_per_sec", "higher"),
+                              ("bytes_per_timer", "lower")],
+    "timer_accuracy": [("p50_us", "lower"), ("p99_us", "lower")],
+    "timer_periodic": [("drift_us", "abs")],
+}
+
+CASE_KEYS = [("producers", "P"), ("stripes", "K")]
+SIZE_KEYS = [("tasks", "N"), ("timers", "M")]
+
+BETTER_TEXT = {"higher": "higher", "lower": "lower", "abs": "nearer 0",
+               "show": "lower (no ratio)"}
+
+
+def parse_line(line):
+    """The key=value pairs of a RESULT line as a dict, or None."""
+    words = line.split()
+    if not words or words[0] != "RESULT":
+        return None
+    rec = {}
+    for w in words[1:]:
+        key, sep, value = w.partition("=")
+        if sep:
+            rec[key] = value
+    if "bench" not in rec or "impl" not in rec:
+        return None
+    return rec
+
+
+def read_records(paths):
+    """Every RESULT record in the files (stdin for none or "-")."""
+    recs = []
+    for path in paths or ["-"]:
+        f = sys.stdin if path == "-" else open(path, encoding="utf-8")
+        with f:
+            recs.extend(r for r in map(parse_line, f) if r)
+    return recs
+
+
+def number(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def metrics_of(bench, recs):
+    if bench in METRICS:
+        return METRICS[bench]
+    keys = sorted({k for r in recs for k in r if k.endswith("_per_sec")})
+    return [(k, "higher") for k in keys]
+
+
+def case_key(rec):
+    """Group key of a record: bench, threads, case keys, size keys."""
+    case = tuple((k, rec.get(k)) for k, _ in CASE_KEYS)
+    size = tuple((k, rec.get(k)) for k, _ in SIZE_KEYS)
+    return (rec["bench"], int(number(rec.get("threads")) or 0), case, size)
+
+
+def case_label(key, show_size):
+    _, threads, case, size = key
+    parts = ["T=%d" % threads]
+    names = dict(CASE_KEYS + SIZE_KEYS)
+    parts += ["%s=%s" % (names[k], v) for k, v in case if v is not None]
+    if show_size:
+        parts += ["%s=%s" % (names[k], v) for k, v in size if v is not None]
+    return " ".join(parts)
+
+
+def is_valid(rec):
+    return (number(rec.get("violations")) or 0) == 0
+
+
+class Summary:
+    """One impl's runs of one case: the median of each metric."""
+
+    def __init__(self, runs):
+        self.valid = [r for r in runs if is_valid(r)]
+        self.invalid = len(runs) - len(self.valid)
+        # Only invalid runs: show them, marked, rather than nothing.
+        self.use = self.valid or runs
+
+    def median(self, metric):
+        vals = [v for v in (number(r.get(metric)) for r in self.use)
+                if v is not None]
+        return statistics.median(vals) if vals else None
+
+    def runs(self):
+        return len(self.use)
+
+
+def better(direction, a, b):
+    """True if value a beats value b for this direction."""
+    if direction == "higher":
+        return a > b
+    if direction == "abs":
+        return abs(a) < abs(b)
+    return a < b
+
+
+def best_peer(summaries, metric, direction, impl):
+    """(impl, value) of the best valid peer median, or (None, None)."""
+    best = (None, None)
+    for name, s in sorted(summaries.items()):
+        v = s.median(metric)
+        if name == impl or v is None or not s.valid:
+            continue
+        if best[1] is None or better(direction, v, best[1]):
+            best = (name, v)
+    return best
+
+
+def fmt(v, invalid=False):
+    if v is None:
+        return "-"
+    mark = "!" if invalid else ""
+    a = abs(v)
+    if a >= 1e6:
+        return "%.2fM%s" % (v / 1e6, mark)
+    if a >= 1e4:
+        return "%.1fk%s" % (v / 1e3, mark)
+    if v == int(v):
+        return "%d%s" % (v, mark)
+    return "%.3g%s" % (v, mark)
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return "-"
+    return "%.2f" % (a / b)
+
+
+def winner(direction, s, b, peer):
+    if s is None or b is None or direction == "show":
+        return "-"
+    if s == b:
+        return "tie"
+    return "serex" if better(direction, s, b) else peer
+
+
+def row(key, label, metric, direction, summaries, impl):
+    """One table row (list of cells) for a case and metric."""
+    own = summaries.get(impl)
+    s = own.median(metric) if own else None
+    peer, b = best_peer(summaries, metric, direction, impl)
+    peer_runs = summaries[peer].runs() if peer else 0
+    no_ratio = direction == "show"
+    return [key[0], label, metric, BETTER_TEXT[direction],
+            fmt(s, own is not None and not own.valid), fmt(b), peer or "-",
+            "-" if no_ratio else ratio(s, b), "-" if no_ratio else ratio(b, s),
+            winner(direction, s, b, peer),
+            "%s/%s" % (own.runs() if own else 0, peer_runs)]
+
+
+def detail_rows(key, label, metric, summaries):
+    """Every impl's median, for --detail."""
+    return [[key[0], label, metric, name,
+             fmt(s.median(metric), not s.valid), str(s.runs()),
+             str(s.invalid)] for name, s in sorted(summaries.items())]
+
+
+def group(recs):
+    """{case key: {impl: [records]}}, in first-seen order."""
+    groups = defaultdict(lambda: defaultdict(list))
+    for r in recs:
+        groups[case_key(r)][r["impl"]].append(r)
+    return groups
+
+
+def sizes_mixed(groups):
+    """True if one (bench, threads, case) was run at several sizes."""
+    seen = defaultdict(set)
+    for key in groups:
+        seen[key[:3]].add(key[3])
+    return any(len(s) > 1 for s in seen.values())
+
+
+def build(recs, impl, detail):
+    groups = group(recs)
+    show_size = sizes_mixed(groups)
+    rows, extra = [], []
+    for key, by_impl in groups.items():
+        summaries = {name: Summary(runs) for name, runs in by_impl.items()}
+        label = case_label(key, show_size)
+        runs = [r for v in by_impl.values() for r in v]
+        for metric, direction in metrics_of(key[0], runs):
+            rows.append(row(key, label, metric, direction, summaries, impl))
+            if detail:
+                extra += detail_rows(key, label, metric, summaries)
+    return rows, extra
+
+
+def print_table(header, rows, markdown):
+    if markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "|".join(" --- " for _ in header) + "|")
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
+        return
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    for r in [header] + rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def invalid_note(recs):
+    bad = [r for r in recs if not is_valid(r)]
+    if not bad:
+        return None
+    which = sorted({"%s/%s" % (r["bench"], r["impl"]) for r in bad})
+    return ("%d run(s) with violations > 0 left out of the medians: %s"
+            % (len(bad), ", ".join(which)))
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description="Tabulate RESULT lines: serex beside the best peer.")
+    ap.add_argument("files", nargs="*", help="files of RESULT lines "
+                    "(default: stdin)")
+    ap.add_argument("--impl", default="serex",
+                    help="the impl compared with the others (default serex)")
+    ap.add_argument("--markdown", action="store_true",
+                    help="print Markdown tables")
+    ap.add_argument("--detail", action="store_true",
+                    help="also print every impl's median")
+    args = ap.parse_args()
+
+    recs = read_records(args.files)
+    if not recs:
+        print("table.py: no RESULT lines", file=sys.stderr)
+        return 1
+    rows, extra = build(recs, args.impl, args.detail)
+    print_table(["bench", "case", "metric", "better", args.impl, "best peer",
+                 "peer", "%s/best" % args.impl, "best/%s" % args.impl,
+                 "winner", "runs"], rows, args.markdown)
+    if args.detail:
+        print()
+        print_table(["bench", "case", "metric", "impl", "median", "runs",
+                     "invalid"], extra, args.markdown)
+    print()
+    print("Values are medians per (bench, impl, case); runs = %s/best-peer "
+          "runs used." % args.impl)
+    print("%s/best > 1 wins where higher is better; best/%s > 1 wins where "
+          "lower is better. ! = only invalid runs." % (args.impl, args.impl))
+    note = invalid_note(recs)
+    if note:
+        print(note)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

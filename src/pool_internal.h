@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool_internal.h - what tests may observe of a pool's insides.
+ */
+#ifndef SEREX_POOL_INTERNAL_H
+#define SEREX_POOL_INTERNAL_H
+
+#include "serex/serex.h"
+
+/* Slots of a new pool's ring: the first push past them allocates. */
+#define SEREX__POOL_RING_MIN 1024u
+
+/* Worker threads alive now. */
+unsigned serex__pool_threads(serex_executor *ex);
+/* Times a producer had to wake a parked worker (a futex call each). */
+unsigned long serex__pool_wakes(serex_executor *ex);
+
+#endif /* SEREX_POOL_INTERNAL_H */

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_util.h - what every serex test file shares: cmocka's includes in the
+ * order it needs, threads through the library's thread layer (so the TSan
+ * build sees real synchronisation), and bounded waits that fail a test
+ * instead of hanging it.
+ */
+#ifndef SEREX_TEST_UTIL_H
+#define SEREX_TEST_UTIL_H
+
+#include <setjmp.h> /* cmocka needs these four first */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <serex/serex.h>
+
+#ifndef SEREX_TEST_SHARED
+#  include "common_internal.h"
+#  include "thread_internal.h"
+#endif
+
+#define MS (INT64_C(1000000))
+#define SEC (INT64_C(1000000000))
+/* Waits in tests end after this: a failure, never a hang. */
+#define TEST_TIMEOUT (20 * SEC)
+
+/* A task that signals the event given as its argument. */
+static inline void test_signal_task(void *arg)
+{
+    serex_event_signal(arg);
+}
+
+/* Waits for @ev with the test timeout; fails the test if it never comes. */
+#define assert_signalled(ev) \
+    assert_int_equal(serex_event_wait((ev), TEST_TIMEOUT), SEREX_OK)
+
+/* Collects tasks handed back by shutdown_now, in order. */
+struct test_pending {
+    size_t n, cap;
+    serex_fn *fns;
+    void **args;
+};
+
+static inline void test_pending_cb(serex_fn fn, void *arg, void *ctx)
+{
+    struct test_pending *tp = ctx;
+
+    if (tp->n < tp->cap) {
+        tp->fns[tp->n] = fn;
+        tp->args[tp->n] = arg;
+    }
+    tp->n++;
+}
+
+#endif /* SEREX_TEST_UTIL_H */
