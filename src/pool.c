@@ -19,6 +19,22 @@
  * them under its own. The queue is empty exactly when head == tail, which
  * anyone can test with two loads and no lock (queue_nonempty).
  *
+ * --- Local batches and stealing ---
+ * When both workers take from the ring, every task moves the lock, head
+ * and slot lines between cores. So a worker whose local batch is empty
+ * takes up to LOCAL_CAP tasks (half of what is queued) under `take_lock`
+ * and copies them into its own small ring (struct local), which it then
+ * pops with a CAS on a line no one else writes. A batch is never private:
+ * an idle worker steals half of another worker's batch (the same CAS on
+ * that batch's head decides each task's one taker), so a long or blocked
+ * task never strands the tasks behind it while a thread is free. A worker
+ * that took more than one task wakes a sleeper if there is no spinner,
+ * exactly as a producer does, and parking workers re-check every batch, so
+ * the park handshake below covers batches as it covers the ring.
+ * Each batched task keeps its index in the ring (gidx): batches hold
+ * contiguous runs of indices, all older than the ring's head, so
+ * shutdown_now hands everything back in submission order.
+ *
  * --- Parking: who sleeps, who wakes, why no wake-up is lost ---
  * A worker that finds the queue empty becomes the one spinner if there is
  * none (`spinning` 0 -> 1): it polls the queue for SPIN_NS, so a burst or a
@@ -46,17 +62,18 @@
  * next sleeper (as Tokio's last searching worker does), so a burst after
  * an idle period fans out to every worker.
  *
- * --- Shutdown and the in-flight count ---
- * `ctl` holds SHUTDOWN and STOP flags and, above them, the number of
- * execute calls between their state check and their push. execute adds
- * itself, checks the flags, pushes, removes itself (release). shutdown_now
- * sets STOP, waits for that count to reach zero (acquire), then empties the
- * queue under both locks: every task whose execute said SEREX_OK is either
- * in what it takes or was taken by a worker before, so nothing is stranded. After
- * shutdown, workers exit only when the count is zero and the queue is
- * empty, for the same reason. Workers never park after shutdown: shutdown
- * sets the flag and then broadcasts under `mu`, and a parking worker checks
- * the flag under `mu`.
+ * --- Shutdown ---
+ * `state` holds the SHUTDOWN and STOP flags. execute reads them under
+ * `put_lock`, and everyone who must not miss a push takes `put_lock` after
+ * reading the flag: shutdown_now sets STOP and then empties the queue under
+ * both locks; a worker that sees SHUTDOWN looks at the queue under
+ * `put_lock` before it exits. Lock order makes the flag and the pushes one
+ * story: an execute that holds `put_lock` before them has pushed by the
+ * time they look, and one that holds it after reads the flag after they
+ * did, so it sees it (coherence) and says SEREX_EREJECTED. Every task whose
+ * execute said SEREX_OK is run, or handed back, exactly once. Workers never
+ * park after shutdown: shutdown sets the flag and then broadcasts under
+ * `mu`, and a parking worker checks the flag under `mu`.
  *
  * --- Threads ---
  * Core threads start in create and live until shutdown. If max_threads is
@@ -75,12 +92,12 @@
 #include "spinlock_internal.h"
 #include "thread_internal.h"
 
-#define ST_SHUTDOWN UINT64_C(1)
-#define ST_STOP UINT64_C(2)
-#define SUBMITTER UINT64_C(4) /* ctl counts in-flight execute calls above */
+#define ST_SHUTDOWN 1u /* no new tasks; workers leave once it is empty */
+#define ST_STOP 2u     /* shutdown_now: workers leave at once */
 
 #define SPIN_NS INT64_C(50000)         /* poll an empty queue this long */
 #define RING_MIN SEREX__POOL_RING_MIN  /* slots; 16 KiB, power of two */
+#define LOCAL_CAP 32u                  /* a worker's batch; power of two */
 #define DEFAULT_KEEP_ALIVE_NS (60 * SEREX__NS_PER_S)
 #define NAME_MAX_LEN 15                /* what Linux keeps of a thread name */
 
@@ -88,16 +105,34 @@ enum slot_state { SLOT_FREE, SLOT_LIVE, SLOT_EXITED };
 
 struct pool;
 
+struct ring_slot {
+    serex_fn fn;
+    void *arg;
+};
+
+/* A batched task. Atomic (relaxed) because a thief may read a slot while
+ * its owner refills it; the thief's CAS then fails and it drops what it read. */
+struct local_slot {
+    _Atomic(serex_fn) fn;
+    void *_Atomic arg;
+    _Atomic uint64_t gidx; /* its index in the ring: submission order */
+};
+
+/* A worker's batch: the owner fills it only when empty, owner and thieves
+ * take from its head by CAS. */
+struct local {
+    _Alignas(SEREX__CACHELINE) _Atomic uint64_t head;
+    _Atomic uint64_t tail;  /* written by the owner only */
+    struct local_slot buf[LOCAL_CAP];
+};
+
 struct slot {
+    struct local q;        /* first: keeps it cache-line aligned */
     struct pool *p;
     serex__thread thread;
     enum slot_state state; /* under mu */
     unsigned id;           /* the n of "<name>-<n>" */
-};
-
-struct ring_slot {
-    serex_fn fn;
-    void *arg;
+    uint64_t taken_h, taken_t; /* shutdown_now's claim on q, under take_lock */
 };
 
 struct pool {
@@ -107,7 +142,7 @@ struct pool {
     _Alignas(SEREX__CACHELINE) serex__spinlock put_lock;
     uint64_t put_tail;     /* under put_lock: the next slot to fill */
     uint64_t head_seen;    /* under put_lock: a stale copy of head */
-    _Atomic uint64_t ctl;  /* ST_* flags | in-flight execute calls */
+    _Atomic uint32_t state; /* ST_* flags; see the essay */
 
     /* Published ends, each written by one side, read by the other. */
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t tail;
@@ -125,6 +160,7 @@ struct pool {
     /* Idle accounting: read by every execute, written on idle changes. */
     _Alignas(SEREX__CACHELINE) _Atomic uint32_t spinning; /* 0 or 1 */
     _Atomic uint32_t sleepers; /* parked, without a token; under mu */
+    _Atomic uint32_t stealers; /* steals in progress (for shutdown_now) */
 
     /* Cold: parking, thread management, configuration. */
     _Alignas(SEREX__CACHELINE) serex__mutex mu;
@@ -226,26 +262,6 @@ static int ring_push(struct pool *p, serex_fn fn, void *arg)
     return SEREX_OK;
 }
 
-/* Takes the oldest task into *out. Under take_lock. */
-static bool ring_pop(struct pool *p, struct ring_slot *out)
-{
-    /* relaxed: head changes only under take_lock, which we hold */
-    uint64_t h = atomic_load_explicit(&p->head, memory_order_relaxed);
-
-    if (h == p->tail_seen) {
-        /* acquire: pairs with the seq_cst store in ring_push; the slots
-         * up to the new tail are written */
-        p->tail_seen = atomic_load_explicit(&p->tail, memory_order_acquire);
-        if (h == p->tail_seen)
-            return false;
-    }
-    *out = p->ring[h & p->mask];
-    /* release: our read of the slot happens-before a producer reuses it
-     * (its acquire load in ring_make_room) */
-    atomic_store_explicit(&p->head, h + 1, memory_order_release);
-    return true;
-}
-
 static bool queue_nonempty(struct pool *p)
 {
     /* seq_cst (both): the re-check half of the park handshake (essay) */
@@ -253,15 +269,183 @@ static bool queue_nonempty(struct pool *p)
            atomic_load_explicit(&p->head, memory_order_seq_cst);
 }
 
-/* Takes the oldest task; false if the queue is empty. */
-static bool pool_take(struct pool *p, struct ring_slot *out)
-{
-    bool got;
+/* --- local batches --- */
 
-    serex__spin_lock(&p->take_lock);
-    got = ring_pop(p, out);
-    serex__spin_unlock(&p->take_lock);
-    return got;
+static bool local_empty(struct local *q)
+{
+    /* seq_cst (both): the re-check half of the park handshake, for
+     * batches (see the essay) */
+    return atomic_load_explicit(&q->head, memory_order_seq_cst) ==
+           atomic_load_explicit(&q->tail, memory_order_seq_cst);
+}
+
+/* Takes the oldest task of a batch into *out; the owner's path. */
+static bool local_pop(struct local *q, struct ring_slot *out)
+{
+    /* acquire: pairs with a thief's CAS, so its reads of the slots are
+     * done before we could refill them */
+    uint64_t h = atomic_load_explicit(&q->head, memory_order_acquire);
+
+    /* relaxed: tail is our own */
+    while (h != atomic_load_explicit(&q->tail, memory_order_relaxed)) {
+        struct local_slot *ls = &q->buf[h & (LOCAL_CAP - 1)];
+
+        /* relaxed: our own writes, or validated by the CAS below */
+        out->fn = atomic_load_explicit(&ls->fn, memory_order_relaxed);
+        out->arg = atomic_load_explicit(&ls->arg, memory_order_relaxed);
+        /* acq_rel: decides the task's one taker against thieves and
+         * shutdown_now; on failure h is reloaded (acquire) */
+        if (atomic_compare_exchange_weak_explicit(&q->head, &h, h + 1,
+                                                  memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return true;
+    }
+    return false;
+}
+
+static void local_put(struct local_slot *ls, serex_fn fn, void *arg,
+                      uint64_t gidx)
+{
+    /* relaxed: published by the seq_cst store of the batch's tail */
+    atomic_store_explicit(&ls->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&ls->arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&ls->gidx, gidx, memory_order_relaxed);
+}
+
+/*
+ * Moves up to half the ring (at most LOCAL_CAP) into our empty batch.
+ * Under take_lock. Returns how many.
+ */
+static unsigned local_refill(struct pool *p, struct local *q)
+{
+    /* relaxed: head changes only under take_lock, which we hold */
+    uint64_t h = atomic_load_explicit(&p->head, memory_order_relaxed);
+    uint64_t lt = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    uint64_t avail;
+    unsigned n;
+
+    if (h == p->tail_seen)
+        /* acquire: pairs with the store in ring_push; slots are written */
+        p->tail_seen = atomic_load_explicit(&p->tail, memory_order_acquire);
+    avail = p->tail_seen - h;
+    if (avail == 0)
+        return 0;
+    /*
+     * Half of what is queued, so the others get their share. An elastic
+     * pool takes one at a time: it starts a thread when a task finds every
+     * worker busy, and a task parked in a busy worker's batch would not.
+     */
+    n = avail >= 2 * LOCAL_CAP ? LOCAL_CAP : (unsigned)((avail + 1) / 2);
+    if (p->max > p->core)
+        n = 1;
+    for (unsigned i = 0; i < n; i++) {
+        struct ring_slot *rs = &p->ring[(h + i) & p->mask];
+
+        local_put(&q->buf[(lt + i) & (LOCAL_CAP - 1)], rs->fn, rs->arg, h + i);
+    }
+    /* release: our reads of the slots happen-before a producer reuses them */
+    atomic_store_explicit(&p->head, h + n, memory_order_release);
+    /* seq_cst: publishes the batch to thieves (release) and is the
+     * publishing half of the park handshake for batches */
+    atomic_store_explicit(&q->tail, lt + n, memory_order_seq_cst);
+    return n;
+}
+
+/* Steals half of @v's batch into our empty batch @q. Returns how many. */
+static unsigned local_steal(struct local *q, struct local *v)
+{
+    /* relaxed: our own tail */
+    uint64_t lt = atomic_load_explicit(&q->tail, memory_order_relaxed);
+
+    for (int tries = 0; tries < 4; tries++) {
+        /* acquire (both): the owner's slot writes come before its tail */
+        uint64_t h = atomic_load_explicit(&v->head, memory_order_acquire);
+        uint64_t t = atomic_load_explicit(&v->tail, memory_order_acquire);
+        unsigned n;
+
+        if (t - h == 0 || t - h > LOCAL_CAP) /* empty, or read torn */
+            return 0;
+        n = (unsigned)((t - h + 1) / 2);
+        for (unsigned i = 0; i < n; i++) {
+            struct local_slot *ls = &v->buf[(h + i) & (LOCAL_CAP - 1)];
+
+            /* relaxed: validated by the CAS below */
+            local_put(&q->buf[(lt + i) & (LOCAL_CAP - 1)],
+                      atomic_load_explicit(&ls->fn, memory_order_relaxed),
+                      atomic_load_explicit(&ls->arg, memory_order_relaxed),
+                      atomic_load_explicit(&ls->gidx, memory_order_relaxed));
+        }
+        /* acq_rel: claims [h, h + n) against the owner and other thieves */
+        if (atomic_compare_exchange_strong_explicit(&v->head, &h, h + n,
+                                                    memory_order_acq_rel,
+                                                    memory_order_relaxed)) {
+            /* seq_cst: as in local_refill */
+            atomic_store_explicit(&q->tail, lt + n, memory_order_seq_cst);
+            return n;
+        }
+    }
+    return 0;
+}
+
+/* True if any worker's batch holds a task (the idle re-check). */
+static bool batches_nonempty(struct pool *p)
+{
+    for (unsigned i = 0; i < p->max; i++)
+        if (!local_empty(&p->slots[i].q))
+            return true;
+    return false;
+}
+
+/* Work anywhere: the ring or a batch. */
+static bool pool_has_work(struct pool *p)
+{
+    return queue_nonempty(p) || batches_nonempty(p);
+}
+
+/*
+ * Steals from some other worker's batch. A steal moves tasks between two
+ * batches in two steps (claim, then publish), so it registers in
+ * `stealers` first and gives up once STOP is set: shutdown_now sets STOP,
+ * waits for `stealers` to drain, and only then knows every batch it reads
+ * is complete (seq_cst: the same store-then-load argument as parking).
+ */
+static unsigned pool_steal(struct pool *p, struct slot *me)
+{
+    unsigned n = 0;
+
+    atomic_fetch_add_explicit(&p->stealers, 1, memory_order_seq_cst);
+    if (!(atomic_load_explicit(&p->state, memory_order_seq_cst) & ST_STOP)) {
+        unsigned self = (unsigned)(me - p->slots);
+
+        for (unsigned k = 1; k < p->max && n == 0; k++)
+            n = local_steal(&me->q, &p->slots[(self + k) % p->max].q);
+    }
+    /* release: our published batch before shutdown_now's acquire load */
+    atomic_fetch_sub_explicit(&p->stealers, 1, memory_order_release);
+    return n;
+}
+
+/*
+ * Takes a task: from our batch, else by stealing (batches hold the oldest
+ * tasks, so this keeps tasks starting in about the order they came: a task
+ * never waits behind a younger one that a free worker took instead), else
+ * a new batch from the ring. Sets *more when we took more than we run now.
+ */
+static bool pool_take(struct pool *p, struct slot *me, struct ring_slot *out,
+                      bool *more)
+{
+    unsigned n;
+
+    if (local_pop(&me->q, out))
+        return true;
+    n = batches_nonempty(p) ? pool_steal(p, me) : 0;
+    if (n == 0) {
+        serex__spin_lock(&p->take_lock);
+        n = local_refill(p, &me->q);
+        serex__spin_unlock(&p->take_lock);
+    }
+    *more = n > 1;
+    return n != 0 && local_pop(&me->q, out);
 }
 
 /* An idle worker gives a grown, empty ring back (memory after a burst). */
@@ -277,9 +461,9 @@ static void ring_try_shrink(struct pool *p)
         return; /* keep the big one; nothing is lost */
     serex__spin_lock(&p->put_lock);
     serex__spin_lock(&p->take_lock);
-    /* relaxed: ctl is re-read under the locks shutdown_now also takes */
+    /* relaxed: shutdown_now sets STOP before taking these locks */
     if (p->mask + 1 > RING_MIN && !queue_nonempty(p) &&
-        !(atomic_load_explicit(&p->ctl, memory_order_relaxed) & ST_STOP)) {
+        !(atomic_load_explicit(&p->state, memory_order_relaxed) & ST_STOP)) {
         ring_move(p, small, RING_MIN - 1);
         small = NULL;
         atomic_store_explicit(&p->ring_grown, 0, memory_order_relaxed);
@@ -348,7 +532,7 @@ static void pool_grow(struct pool *p)
         return;
     serex__mutex_lock(&p->mu);
     /* relaxed: under mu, or a flag re-checked by the new thread */
-    if (!(atomic_load_explicit(&p->ctl, memory_order_relaxed) & ST_SHUTDOWN) &&
+    if (!(atomic_load_explicit(&p->state, memory_order_relaxed) & ST_SHUTDOWN) &&
         atomic_load_explicit(&p->live, memory_order_relaxed) < p->max)
         (void)pool_start_thread(p); /* on failure the live workers run it */
     serex__mutex_unlock(&p->mu);
@@ -384,16 +568,24 @@ static enum spin_result worker_spin(struct pool *p)
         return SPIN_NOT_SPINNER;
     end = serex__now_ns() + SPIN_NS;
     for (unsigned i = 1;; i++) {
-        if (queue_nonempty(p)) {
+        if (pool_has_work(p)) {
             /* seq_cst: ordered before our next look at the queue, so a
              * producer that saw us spinning has its task seen (essay) */
             atomic_store_explicit(&p->spinning, 0, memory_order_seq_cst);
             return SPIN_FOUND;
         }
-        serex__cpu_relax();
+        /*
+         * Pause first (a ping-pong comes back within a microsecond), then
+         * yield: on a machine with fewer cores than threads a spinner must
+         * not hold the core its producer needs.
+         */
+        if (i > 128)
+            serex__thread_yield();
+        else
+            serex__cpu_relax();
         /* relaxed: the flag is re-read with acquire in worker_idle */
         if (i % 64 == 0 &&
-            ((atomic_load_explicit(&p->ctl, memory_order_relaxed) &
+            ((atomic_load_explicit(&p->state, memory_order_relaxed) &
               ST_SHUTDOWN) ||
              serex__now_ns() >= end))
             return SPIN_GAVE_UP; /* still the spinner: worker_park clears */
@@ -436,8 +628,8 @@ static bool worker_park(struct pool *p, struct slot *s, bool spinner)
         atomic_store_explicit(&p->spinning, 0, memory_order_seq_cst);
     for (;;) {
         /* relaxed: shutdown sets the flag before taking mu to broadcast */
-        if (p->wakeups > 0 || queue_nonempty(p) ||
-            (atomic_load_explicit(&p->ctl, memory_order_relaxed) & ST_SHUTDOWN))
+        if (p->wakeups > 0 || pool_has_work(p) ||
+            (atomic_load_explicit(&p->state, memory_order_relaxed) & ST_SHUTDOWN))
             break;
         if (elastic && serex__now_ns() >= deadline && worker_retire(p, s)) {
             keep = false;
@@ -455,22 +647,35 @@ static bool worker_park(struct pool *p, struct slot *s, bool spinner)
 
 enum idle_result { IDLE_AGAIN, IDLE_EXIT, IDLE_RETIRED };
 
+/*
+ * Shut down: true once the ring is empty and nothing more can come, and no
+ * batch is left that we could steal (tasks in other workers' batches run
+ * there or here, never nowhere).
+ */
+static bool pool_drained(struct pool *p)
+{
+    bool empty;
+
+    /* An execute that held put_lock before us has pushed; one after us
+     * sees SHUTDOWN and is rejected (see the essay). */
+    serex__spin_lock(&p->put_lock);
+    /* relaxed: head is only compared; a stale value only delays the exit */
+    empty = p->put_tail == atomic_load_explicit(&p->head, memory_order_relaxed);
+    serex__spin_unlock(&p->put_lock);
+    return empty && !batches_nonempty(p);
+}
+
 /* The queue looked empty: spin, park, or leave. */
 static enum idle_result worker_idle(struct pool *p, struct slot *s)
 {
-    /* acquire: pairs with the release in pool_execute's count drop, so a
-     * count of zero means every accepted push is visible to the check */
-    uint64_t c = atomic_load_explicit(&p->ctl, memory_order_acquire);
+    /* acquire: the flags only; pool_drained does the ordering */
+    uint32_t st = atomic_load_explicit(&p->state, memory_order_acquire);
     enum spin_result spin;
 
-    if (c & ST_STOP)
+    if (st & ST_STOP)
         return IDLE_EXIT;
-    if (c & ST_SHUTDOWN) {
-        if (c < SUBMITTER && !queue_nonempty(p))
-            return IDLE_EXIT;
-        serex__thread_yield(); /* an execute is mid-push: wait for it */
-        return IDLE_AGAIN;
-    }
+    if (st & ST_SHUTDOWN)
+        return pool_drained(p) ? IDLE_EXIT : IDLE_AGAIN;
     spin = worker_spin(p);
     if (spin == SPIN_FOUND)
         return IDLE_AGAIN;
@@ -506,13 +711,15 @@ static int worker_main(void *arg)
     struct pool *p = s->p;
     struct serex__frame frame;
     struct ring_slot task;
-    bool was_idle = false;
+    bool was_idle = true; /* a new thread came for the work it will find */
 
     worker_name_self(p, s->id);
     /* Everything on this thread is a task of the pool (for EDEADLK). */
     serex__frame_push(&frame, &p->base);
     for (;;) {
-        if (!pool_take(p, &task)) {
+        bool more = false;
+
+        if (!pool_take(p, s, &task, &more)) {
             enum idle_result r = worker_idle(p, s);
 
             if (r == IDLE_RETIRED) { /* the pool may be gone already */
@@ -524,11 +731,11 @@ static int worker_main(void *arg)
             was_idle = true;
             continue;
         }
-        if (was_idle) { /* more work behind ours: fan the burst out */
-            was_idle = false;
-            if (queue_nonempty(p))
-                pool_signal_work(p);
-        }
+        /* We took a batch, or came back from idle with more queued: make
+         * sure a sleeper helps (it will steal or take from the ring). */
+        if (more || (was_idle && queue_nonempty(p)))
+            pool_signal_work(p);
+        was_idle = false;
         task.fn(task.arg);
     }
     serex__frame_pop(&frame);
@@ -541,22 +748,14 @@ static int worker_main(void *arg)
 static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
 {
     struct pool *p = pool_of(ex);
-    uint64_t c;
-    int rc;
+    int rc = SEREX_EREJECTED;
 
-    /* relaxed: the flags and this count share one modification order, so
-     * either shutdown_now's STOP is seen here, or it waits for our drop */
-    c = atomic_fetch_add_explicit(&p->ctl, SUBMITTER, memory_order_relaxed);
-    if (serex__unlikely(c & ST_SHUTDOWN)) {
-        rc = SEREX_EREJECTED;
-    } else {
-        serex__spin_lock(&p->put_lock);
+    serex__spin_lock(&p->put_lock);
+    /* relaxed: put_lock orders the flag against the pushes (see essay) */
+    if (serex__likely(!(atomic_load_explicit(&p->state, memory_order_relaxed) &
+                        ST_SHUTDOWN)))
         rc = ring_push(p, fn, arg);
-        serex__spin_unlock(&p->put_lock);
-    }
-    /* release: our push happens-before whoever sees the count at zero
-     * (shutdown_now, an exiting worker), with acquire */
-    atomic_fetch_sub_explicit(&p->ctl, SUBMITTER, memory_order_release);
+    serex__spin_unlock(&p->put_lock);
     if (serex__likely(rc == SEREX_OK))
         pool_signal_work(p);
     return rc;
@@ -575,8 +774,73 @@ static void pool_shutdown(serex_executor *ex)
 
     /* release: nothing to publish but the flag; parked workers read it
      * under mu, which we take next */
-    atomic_fetch_or_explicit(&p->ctl, ST_SHUTDOWN, memory_order_release);
+    atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN, memory_order_release);
     pool_wake_all(p);
+}
+
+/* Claims everything in a batch (as a thief would). Under take_lock. */
+static void batch_claim(struct slot *s)
+{
+    /* acquire (all): the batch's slots were written before its tail */
+    uint64_t h = atomic_load_explicit(&s->q.head, memory_order_acquire);
+
+    for (;;) {
+        uint64_t t = atomic_load_explicit(&s->q.tail, memory_order_acquire);
+
+        if (h == t) {
+            s->taken_h = s->taken_t = 0;
+            return;
+        }
+        /* acq_rel: decides each task's one taker against its owner */
+        if (atomic_compare_exchange_weak_explicit(&s->q.head, &h, t,
+                                                  memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            s->taken_h = h;
+            s->taken_t = t;
+            return;
+        }
+    }
+}
+
+/* The claimed batch with the oldest tasks not yet handed back, or NULL. */
+static struct slot *batch_oldest(struct pool *p)
+{
+    struct slot *best = NULL;
+    uint64_t best_g = UINT64_MAX;
+
+    for (unsigned i = 0; i < p->max; i++) {
+        struct slot *s = &p->slots[i];
+        uint64_t g;
+
+        if (s->taken_h == s->taken_t)
+            continue;
+        /* relaxed: the claim's acquire made the slots visible */
+        g = atomic_load_explicit(&s->q.buf[s->taken_h & (LOCAL_CAP - 1)].gidx,
+                                 memory_order_relaxed);
+        if (g < best_g) {
+            best_g = g;
+            best = s;
+        }
+    }
+    return best;
+}
+
+/* Hands back the claimed batches, oldest first: submission order. */
+static void batches_hand_back(struct pool *p, serex_pending_fn on_pending,
+                              void *ctx)
+{
+    struct slot *s;
+
+    while ((s = batch_oldest(p)) != NULL) {
+        for (; s->taken_h != s->taken_t; s->taken_h++) {
+            struct local_slot *ls = &s->q.buf[s->taken_h & (LOCAL_CAP - 1)];
+
+            /* relaxed: claimed by us; nobody writes them any more */
+            serex__hand_back(atomic_load_explicit(&ls->fn, memory_order_relaxed),
+                             atomic_load_explicit(&ls->arg, memory_order_relaxed),
+                             on_pending, ctx);
+        }
+    }
 }
 
 static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
@@ -584,19 +848,23 @@ static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
 {
     struct pool *p = pool_of(ex);
     uint64_t h, t;
+    size_t n = 0;
 
-    /* release: only the flags; the drop loop below does the ordering */
-    atomic_fetch_or_explicit(&p->ctl, ST_SHUTDOWN | ST_STOP,
-                             memory_order_release);
-    /* acquire: pairs with the release drop in pool_execute; once the count
-     * is zero every accepted push is visible and no more can come */
-    while (atomic_load_explicit(&p->ctl, memory_order_acquire) >= SUBMITTER)
+    /* seq_cst: put_lock orders the flags against every execute (see the
+     * essay); seq_cst against the stealers count (see pool_steal). Only
+     * the call that sets STOP takes anything: the rest find nothing. */
+    if (atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
+                                 memory_order_seq_cst) & ST_STOP)
+        return 0;
+    /* seq_cst: after STOP (see pool_steal); pairs with its release drop */
+    while (atomic_load_explicit(&p->stealers, memory_order_seq_cst) != 0)
         serex__thread_yield();
     /*
-     * Empty the queue under both locks by moving head to tail. The slots
-     * stay as they are: no push can come any more, and STOP keeps idle
-     * workers from shrinking the ring, so we read them after unlocking,
-     * where on_pending may call back into the pool.
+     * Empty the ring under both locks by moving head to tail, and claim
+     * every batch (no refill can run: we hold take_lock; no steal: STOP).
+     * The slots stay as they are: no push can come any more (STOP), and it
+     * keeps idle workers from shrinking the ring, so we read them after
+     * unlocking, where on_pending may call back into the pool.
      */
     serex__spin_lock(&p->put_lock);
     serex__spin_lock(&p->take_lock);
@@ -604,14 +872,19 @@ static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
     h = atomic_load_explicit(&p->head, memory_order_relaxed);
     t = p->put_tail;
     atomic_store_explicit(&p->head, t, memory_order_relaxed);
-    p->tail_seen = t; /* ring_pop relies on head <= tail_seen */
+    p->tail_seen = t;
+    for (unsigned i = 0; i < p->max; i++) {
+        batch_claim(&p->slots[i]);
+        n += (size_t)(p->slots[i].taken_t - p->slots[i].taken_h);
+    }
     serex__spin_unlock(&p->take_lock);
     serex__spin_unlock(&p->put_lock);
     pool_wake_all(p);
+    batches_hand_back(p, on_pending, ctx); /* older than anything in the ring */
     for (uint64_t i = h; i != t; i++)
         serex__hand_back(p->ring[i & p->mask].fn, p->ring[i & p->mask].arg,
                          on_pending, ctx);
-    return (size_t)(t - h);
+    return n + (size_t)(t - h);
 }
 
 static int pool_await(serex_executor *ex, int64_t timeout_ns)
@@ -722,7 +995,7 @@ static int pool_start_core(struct pool *p)
     serex__mutex_unlock(&p->mu);
     if (rc == SEREX_OK)
         return SEREX_OK;
-    atomic_fetch_or_explicit(&p->ctl, ST_SHUTDOWN | ST_STOP,
+    atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
                              memory_order_release);
     pool_wake_all(p);
     return SEREX_ENOMEM;
@@ -745,7 +1018,9 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
         serex__free(p);
         return rc;
     }
-    p->slots = serex__calloc(p->max, sizeof *p->slots);
+    p->slots = serex__alloc_aligned(SEREX__CACHELINE, p->max * sizeof *p->slots);
+    if (p->slots != NULL)
+        memset(p->slots, 0, p->max * sizeof *p->slots);
     p->ring = p->slots != NULL ? ring_alloc(RING_MIN) : NULL;
     if (p->ring == NULL || pool_init_sync(p) != SEREX_OK) {
         serex__free(p->ring);

@@ -492,6 +492,83 @@ static void noop_task(void *arg)
     (void)arg;
 }
 
+/* A task that waits for the event of a task queued after it. */
+static void wait_done_task(void *arg)
+{
+    struct fixture *f = arg;
+
+    assert_int_equal(serex_event_wait(f->done, TEST_TIMEOUT), SEREX_OK);
+    set_target(f, -1); /* reached only if the later task ran elsewhere */
+}
+
+static void pool_blocked_task_does_not_strand_the_tasks_behind_it(
+    void **state)
+{
+    struct fixture *f = *state;
+
+    /*
+     * Workers take tasks in batches; a task that blocks must not hold the
+     * tasks batched behind it while another thread is free: the free
+     * worker steals them. The last task releases the first; if it were
+     * stranded behind it, the wait would time out.
+     */
+    make_pool(f, 2, 0);
+    for (int round = 0; round < 50; round++) {
+        set_target(f, 0);
+        assert_int_equal(serex_execute(f->pool, wait_done_task, f), SEREX_OK);
+        for (int i = 0; i < 200; i++)
+            assert_int_equal(serex_execute(f->pool, noop_task, NULL),
+                             SEREX_OK);
+        assert_int_equal(serex_execute(f->pool, test_signal_task, f->done),
+                         SEREX_OK);
+        serex_shutdown(f->pool);
+        assert_int_equal(serex_await_termination(f->pool, TEST_TIMEOUT),
+                         SEREX_OK);
+        assert_int_equal(atomic_load(&f->target), -1);
+        assert_int_equal(serex_destroy(f->pool), SEREX_OK);
+        make_pool(f, 2, 0);
+    }
+}
+
+static void index_task(void *arg)
+{
+    (void)arg; /* handed back, or run: both are counted */
+}
+
+static void pool_shutdown_now_with_batches_hands_back_in_order(void **state)
+{
+    struct fixture *f = *state;
+    struct blocker b[2];
+    size_t n;
+
+    /* Two blocked workers, each may hold a batch; the rest in the ring. */
+    make_pool(f, 2, 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(serex_event_create(&b[i].started), SEREX_OK);
+        assert_int_equal(serex_event_create(&b[i].release), SEREX_OK);
+        assert_int_equal(serex_execute(f->pool, block_task, &b[i]), SEREX_OK);
+    }
+    for (size_t i = 0; i < NTASKS; i++)
+        assert_int_equal(serex_execute(f->pool, index_task, &f->idx[i]),
+                         SEREX_OK);
+    for (int i = 0; i < 2; i++)
+        assert_signalled(b[i].started);
+    n = serex_shutdown_now(f->pool, record_pending, f);
+    /* nothing has run but the blockers: all handed back, in order */
+    assert_int_equal(n, NTASKS);
+    assert_int_equal(atomic_load(&f->count), NTASKS);
+    for (size_t i = 0; i < NTASKS; i++)
+        assert_ptr_equal(f->pending_args[i], &f->idx[i]);
+    assert_int_equal(serex_shutdown_now(f->pool, record_pending, f), 0);
+    for (int i = 0; i < 2; i++)
+        serex_event_signal(b[i].release);
+    assert_int_equal(serex_await_termination(f->pool, TEST_TIMEOUT), SEREX_OK);
+    for (int i = 0; i < 2; i++) {
+        serex_event_destroy(b[i].started);
+        serex_event_destroy(b[i].release);
+    }
+}
+
 static void pool_busy_pool_does_not_wake_per_task(void **state)
 {
     struct fixture *f = *state;
@@ -527,6 +604,8 @@ int main(void)
         T(pool_steady_state_allocates_nothing),
         T(pool_parked_workers_never_miss_a_wake_up),
         T(pool_busy_pool_does_not_wake_per_task),
+        T(pool_blocked_task_does_not_strand_the_tasks_behind_it),
+        T(pool_shutdown_now_with_batches_hands_back_in_order),
 #undef T
     };
 
