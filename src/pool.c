@@ -6,8 +6,9 @@
  * A growable ring of {fn, arg} slots with two spinlocks, one per end (the
  * two-lock queue of Michael and Scott, and of the JDK's LinkedBlockingQueue,
  * on an array). Producers write slot `tail` under `put_lock` and publish
- * the new `tail`; workers read slot `head` under `take_lock` and publish the
- * new `head`. Each end keeps a stale copy of the other end's index and
+ * the new `tail`; workers copy slots from `head` under `take_lock` (a batch
+ * at a time, see below) and publish the new `head`. Each end keeps a stale
+ * copy of the other end's index and
  * re-reads it only when the copy says empty (workers) or full (producers),
  * so in a steady stream a worker touches the producers' line once per run
  * of tasks, not once per task, and slots are read and written in order,
@@ -37,11 +38,13 @@
  *
  * --- Parking: who sleeps, who wakes, why no wake-up is lost ---
  * A worker that finds the queue empty becomes the one spinner if there is
- * none (`spinning` 0 -> 1): it polls the queue for SPIN_NS, so a burst or a
+ * none (`spinning` 0 -> 1): it polls the queue for SPIN_NS (pausing, then
+ * yielding its core to any thread that wants it), so a burst or a
  * ping-pong never pays a futex wake. Every other idle worker parks at once
  * (at most one spins: on a 2-core machine two spinners would steal the
  * producer's core). To park, a worker takes `mu`, increments `sleepers`,
- * (the spinner then clears `spinning`), re-checks the queue, and waits on
+ * (the spinner then clears `spinning`), re-checks the ring and every
+ * batch, and waits on
  * `work_cv` for a wake-up token (`wakeups`).
  * A producer, after its store of `tail`, reads `spinning`, then
  * `sleepers`: if there is a spinner it does nothing; else if someone sleeps
@@ -65,9 +68,9 @@
  * --- Shutdown ---
  * `state` holds the SHUTDOWN and STOP flags. execute reads them under
  * `put_lock`, and everyone who must not miss a push takes `put_lock` after
- * reading the flag: shutdown_now sets STOP and then empties the queue under
- * both locks; a worker that sees SHUTDOWN looks at the queue under
- * `put_lock` before it exits. Lock order makes the flag and the pushes one
+ * reading the flag: shutdown_now sets STOP and then empties the ring and
+ * claims every batch under both locks; a worker that sees SHUTDOWN looks at
+ * the ring under `put_lock`, and at every batch, before it exits. Lock order makes the flag and the pushes one
  * story: an execute that holds `put_lock` before them has pushed by the
  * time they look, and one that holds it after reads the flag after they
  * did, so it sees it (coherence) and says SEREX_EREJECTED. Every task whose
@@ -85,7 +88,7 @@
  * under `mu`, which also makes every task's writes visible to the caller.
  */
 #include <stdio.h>  /* snprintf for thread names */
-#include <string.h> /* memcpy, strlen */
+#include <string.h> /* memset */
 
 #include "common_internal.h"
 #include "pool_internal.h"
@@ -132,7 +135,8 @@ struct slot {
     serex__thread thread;
     enum slot_state state; /* under mu */
     unsigned id;           /* the n of "<name>-<n>" */
-    uint64_t taken_h, taken_t; /* shutdown_now's claim on q, under take_lock */
+    uint64_t taken_h, taken_t; /* q's tasks taken back by shutdown_now
+                                  (only the call that set STOP uses them) */
 };
 
 struct pool {
@@ -674,8 +678,12 @@ static enum idle_result worker_idle(struct pool *p, struct slot *s)
 
     if (st & ST_STOP)
         return IDLE_EXIT;
-    if (st & ST_SHUTDOWN)
-        return pool_drained(p) ? IDLE_EXIT : IDLE_AGAIN;
+    if (st & ST_SHUTDOWN) {
+        if (pool_drained(p))
+            return IDLE_EXIT;
+        serex__thread_yield(); /* a batch is being emptied or stolen */
+        return IDLE_AGAIN;
+    }
     spin = worker_spin(p);
     if (spin == SPIN_FOUND)
         return IDLE_AGAIN;
