@@ -70,7 +70,7 @@ struct serex__frame {
 };
 void serex__frame_push(struct serex__frame *f, serex_executor *ex);
 void serex__frame_pop(struct serex__frame *f);
-/* true if the calling thread is running a task of @ex. */
+/* true if the calling thread runs a task of @ex or of what @ex runs on. */
 int serex__frame_blocks(serex_executor *ex);
 
 /*
@@ -80,5 +80,13 @@ int serex__frame_blocks(serex_executor *ex);
  */
 void serex__hand_back(serex_fn fn, void *arg, serex_pending_fn on_pending,
                       void *ctx);
+
+/*
+ * For submit-like calls of other components: a future for fn(arg), with
+ * the task to queue in *task (its argument is the future). If queueing
+ * fails, serex__future_abort frees it (it was never shared).
+ */
+serex_future *serex__future_new(serex_call_fn fn, void *arg, serex_fn *task);
+void serex__future_abort(serex_future *f);
 
 #endif /* SEREX_COMMON_INTERNAL_H */

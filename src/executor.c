@@ -5,6 +5,8 @@
  * that let await and destroy detect a wait on the calling task itself.
  */
 #include "common_internal.h"
+#include "serial_internal.h"
+#include "striped_internal.h"
 
 const char *serex_strerror(int status)
 {
@@ -38,10 +40,29 @@ void serex__frame_pop(struct serex__frame *f)
     current_frame = f->prev;
 }
 
-int serex__frame_blocks(serex_executor *ex)
+/* What @ex runs on, if it is one of our wrappers. */
+static serex_executor *executor_target(serex_executor *ex)
+{
+    serex_executor *t = serex__serial_target(ex);
+
+    return t != NULL ? t : serex__striped_target(ex);
+}
+
+static int frame_running(serex_executor *ex)
 {
     for (struct serex__frame *f = current_frame; f != NULL; f = f->prev)
         if (f->ex == ex)
+            return 1;
+    return 0;
+}
+
+int serex__frame_blocks(serex_executor *ex)
+{
+    /* A task of @ex, or of anything @ex runs on, waiting for @ex could be
+     * the very task @ex needs to finish first (DESIGN promise 7). The
+     * chain is finite: a wrapper's target is fixed at creation. */
+    for (; ex != NULL; ex = executor_target(ex))
+        if (frame_running(ex))
             return 1;
     return 0;
 }

@@ -115,10 +115,31 @@ void serex__hand_back(serex_fn fn, void *arg, serex_pending_fn on_pending,
     }
 }
 
+serex_future *serex__future_new(serex_call_fn fn, void *arg, serex_fn *task)
+{
+    serex_future *f = serex__cache_alloc(SEREX__CLASS_32);
+
+    if (f != NULL) {
+        atomic_init(&f->state, PENDING);
+        atomic_init(&f->refs, 2); /* the caller's and the task's */
+        f->fn = fn;
+        f->arg = arg;
+        f->value = NULL;
+        *task = future_task;
+    }
+    return f;
+}
+
+void serex__future_abort(serex_future *f)
+{
+    serex__cache_free(SEREX__CLASS_32, f); /* never shared: free at once */
+}
+
 int serex_submit(serex_executor *ex, serex_call_fn fn, void *arg,
                  serex_future **out)
 {
     serex_future *f;
+    serex_fn task;
     int rc;
 
     if (out == NULL)
@@ -126,17 +147,12 @@ int serex_submit(serex_executor *ex, serex_call_fn fn, void *arg,
     *out = NULL;
     if (ex == NULL || ex->ops == NULL || fn == NULL)
         return SEREX_EINVAL;
-    f = serex__cache_alloc(SEREX__CLASS_32);
+    f = serex__future_new(fn, arg, &task);
     if (f == NULL)
         return SEREX_ENOMEM;
-    atomic_init(&f->state, PENDING);
-    atomic_init(&f->refs, 2);
-    f->fn = fn;
-    f->arg = arg;
-    f->value = NULL;
-    rc = serex_execute(ex, future_task, f);
+    rc = serex_execute(ex, task, f);
     if (rc != SEREX_OK) {
-        serex__cache_free(SEREX__CLASS_32, f);
+        serex__future_abort(f);
         return rc;
     }
     *out = f;

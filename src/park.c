@@ -4,6 +4,8 @@
  */
 #include "park_internal.h"
 
+#include <stdbool.h>
+
 #include "common_internal.h"
 #include "thread_internal.h"
 
@@ -33,7 +35,7 @@ static void buckets_init(void)
     }
 }
 
-static struct bucket *bucket_of(const void *addr)
+static struct bucket *bucket_of(const volatile void *addr)
 {
     uintptr_t h = (uintptr_t)addr;
 
@@ -43,20 +45,20 @@ static struct bucket *bucket_of(const void *addr)
     return &buckets[(h >> 7) & (NBUCKETS - 1)];
 }
 
-int serex__park_wait(_Atomic uint32_t *word, uint32_t expected,
-                     int64_t deadline_ns)
+/* Sleeps on @addr's bucket while unchanged(addr, expected) holds. */
+static int park_wait(const void *addr, bool (*unchanged)(const void *, uint64_t),
+                     uint64_t expected, int64_t deadline_ns)
 {
-    struct bucket *b = bucket_of(word);
+    struct bucket *b = bucket_of(addr);
     int rc = 0;
 
     serex__mutex_lock(&b->mu);
     /*
-     * acquire: pairs with the waker's release change of the word; read
-     * under the bucket lock, so a change made before the waker took the
-     * lock is seen here (the lock orders it), and one made after finds us
-     * asleep in the wait below.
+     * The word is read under the bucket lock, so a change made before the
+     * waker took the lock is seen here (the lock orders it), and one made
+     * after finds us asleep in the wait below.
      */
-    if (atomic_load_explicit(word, memory_order_acquire) == expected) {
+    if (unchanged(addr, expected)) {
         if (deadline_ns != INT64_MAX && serex__now_ns() >= deadline_ns)
             rc = SEREX_ETIMEDOUT;
         else
@@ -66,9 +68,35 @@ int serex__park_wait(_Atomic uint32_t *word, uint32_t expected,
     return rc;
 }
 
-void serex__park_wake_all(_Atomic uint32_t *word)
+static bool unchanged32(const void *addr, uint64_t expected)
 {
-    struct bucket *b = bucket_of(word);
+    /* acquire: pairs with the waker's release change of the word */
+    return atomic_load_explicit((_Atomic uint32_t *)addr,
+                                memory_order_acquire) == (uint32_t)expected;
+}
+
+static bool unchanged64(const void *addr, uint64_t expected)
+{
+    /* acquire: pairs with the waker's release change of the word */
+    return atomic_load_explicit((_Atomic uint64_t *)addr,
+                                memory_order_acquire) == expected;
+}
+
+int serex__park_wait(_Atomic uint32_t *word, uint32_t expected,
+                     int64_t deadline_ns)
+{
+    return park_wait((const void *)word, unchanged32, expected, deadline_ns);
+}
+
+int serex__park_wait64(_Atomic uint64_t *word, uint64_t expected,
+                       int64_t deadline_ns)
+{
+    return park_wait((const void *)word, unchanged64, expected, deadline_ns);
+}
+
+void serex__park_wake_all(const volatile void *word)
+{
+    struct bucket *b = bucket_of(word); /* the address only: never read */
 
     serex__mutex_lock(&b->mu);
     serex__cond_broadcast(&b->cv);

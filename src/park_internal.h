@@ -26,7 +26,15 @@
 int serex__park_wait(_Atomic uint32_t *word, uint32_t expected,
                      int64_t deadline_ns);
 
-/* Wakes every thread parked on @word (and possibly others: they re-check). */
-void serex__park_wake_all(_Atomic uint32_t *word);
+/* The same for a 64-bit word. */
+int serex__park_wait64(_Atomic uint64_t *word, uint64_t expected,
+                       int64_t deadline_ns);
+
+/*
+ * Wakes every thread parked on @word (and possibly others: they re-check).
+ * Uses the address only, never reads it: callers may wake after the last
+ * change that lets a waiter free the word's owner.
+ */
+void serex__park_wake_all(const volatile void *word);
 
 #endif /* SEREX_PARK_INTERNAL_H */

@@ -14,6 +14,8 @@
 
 #include "executor.h" /* statuses, serex_fn, the vtable */
 #include "pool.h"     /* the thread pool */
+#include "serial.h"   /* one task at a time, in order, on any executor */
+#include "striped.h"  /* per-key order on a shared executor */
 #include "future.h"   /* results, waiting, cancellation */
 #include "sync.h"     /* the event */
 #include "manual.h"   /* the manual executor, for deterministic tests */

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * serex/striped.h - the striped executor: per-key order on a shared
+ * executor, with per-key lanes freed as soon as they are idle.
+ */
+#ifndef SEREX_STRIPED_H
+#define SEREX_STRIPED_H
+
+#include "executor.h" /* serex_executor, SEREX_API */
+#include "future.h"   /* serex_future, serex_call_fn */
+#include "serial.h"   /* serex_serial_config */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct serex_striped serex_striped;
+
+/*
+ * serex_striped_create - per-key serial execution on @target.
+ *
+ * Tasks with the same key run one at a time, in the order their execute
+ * calls took effect, each happening-before the next; different keys run in
+ * parallel on @target. Two distinct keys never share a lane. A key's lane
+ * is made on first use and freed as soon as its queue is empty, so a
+ * million distinct keys leave nothing behind. @cfg (batch per lane drain)
+ * may be NULL.
+ * Returns:   SEREX_OK; SEREX_EINVAL if target, target->ops or out is NULL;
+ *            SEREX_ENOMEM.
+ * Ownership: the striped never owns @target; destroy it (serex_destroy of
+ *            serex_striped_executor) before @target.
+ * Threads:
+ *            call                          | may overlap with
+ *            ------------------------------+--------------------------------
+ *            striped_execute/submit        | every call but destroy
+ *            striped_lanes                 | every call but destroy
+ *            shutdown / shutdown_now       | every call but destroy
+ *            await_termination             | every call but destroy
+ *            destroy (serex_destroy)       | nothing
+ */
+SEREX_API int serex_striped_create(serex_executor *target,
+                                   const serex_serial_config *cfg,
+                                   serex_striped **out);
+
+/*
+ * serex_striped_execute - run fn(arg) after every earlier task of @key.
+ *
+ * Returns:   SEREX_OK; SEREX_EINVAL if s or fn is NULL; SEREX_EREJECTED
+ *            after shutdown; SEREX_ENOMEM; or what @target said when it
+ *            refused to start the key's lane. On error nothing is queued.
+ * Threads:   any thread, any number at once; takes one of the striped's
+ *            shard locks for a few instructions.
+ */
+SEREX_API int serex_striped_execute(serex_striped *s, uint64_t key,
+                                    serex_fn fn, void *arg);
+
+/*
+ * serex_striped_submit - as serex_striped_execute, with a future.
+ *
+ * Returns:   as serex_striped_execute, plus SEREX_EINVAL if out is NULL;
+ *            *out is NULL on error.
+ */
+SEREX_API int serex_striped_submit(serex_striped *s, uint64_t key,
+                                   serex_call_fn fn, void *arg,
+                                   serex_future **out);
+
+/*
+ * serex_striped_executor - the striped's executor face, for its life cycle
+ * (shutdown, shutdown_now, await_termination, serex_destroy, which frees
+ * the striped). Its execute bypasses the lanes: the task goes straight to
+ * the target, in no order with any key.
+ * shutdown_now hands back every queued task of every lane, each lane's in
+ * order. Returns NULL for NULL.
+ */
+SEREX_API serex_executor *serex_striped_executor(serex_striped *s);
+
+/*
+ * serex_striped_lanes - how many lanes are alive now (keys with queued or
+ * running tasks). Approximate while tasks run; 0 once idle. 0 for NULL.
+ */
+SEREX_API size_t serex_striped_lanes(serex_striped *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SEREX_STRIPED_H */

@@ -1,0 +1,638 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * striped.c - per-key order on a shared executor, with lanes freed as soon
+ * as they are idle.
+ *
+ * --- Lanes ---
+ * A lane is what serial.c is, for one key: a Vyukov MPSC queue, a `wip`
+ * count and a drain submitted to the target on the 0 -> 1 transition of
+ * `wip` (see serial.c for why that gives one drain at a time, in order,
+ * each task happening-before the next). Lanes live in a hash map split
+ * into SHARDS shards, each a spinlock and a chained table; the key's hash
+ * picks the shard, so producers of different keys rarely meet, and no
+ * single lock is taken by every submission. Each key has its own lane:
+ * keys never share one (no hash-collision serialisation).
+ *
+ * --- The life cycle, and the free-while-submitting race ---
+ * A lane is created by the first submission for its key and freed by its
+ * drain when `wip` returns to 0. The race is a producer that found the
+ * lane while its drain is deciding to free it. Both decide under the
+ * shard lock: the producer finds (or makes) the lane, pushes its task and
+ * increments `wip` holding the lock; the drain subtracts what it ran
+ * holding the lock, and unlinks and frees the lane only if that leaves 0.
+ * So a producer either comes first (the drain sees its increment and goes
+ * on) or after (the lane is gone from the map and it makes a new one,
+ * whose first task submits a new drain). The lock is held for a lookup
+ * and a few stores, never while a task runs.
+ *
+ * --- Shutdown, termination ---
+ * As in serial.c: `ctl` holds the flags and the number of execute calls in
+ * flight; shutdown_now sets STOP, waits for them, then takes every lane's
+ * queue under its shard lock and pop lock (each task has one taker), and
+ * subtracts what it took from the lane's `wip`. A lane that is left with
+ * 0 is freed by its drain, or here if its target refused the drain.
+ * `life` counts live lanes and keyless tasks in flight (low 40 bits) plus
+ * a generation bumped by shutdown. Freeing a lane ends with the decrement
+ * of `life` and a wake-up by address, so await_termination may free the
+ * striped as soon as it sees shut down and a count of 0.
+ */
+#include <string.h> /* memset */
+
+#include "common_internal.h"
+#include "mpsc_internal.h"
+#include "park_internal.h"
+#include "spinlock_internal.h"
+#include "striped_internal.h"
+#include "thread_internal.h"
+
+#define DEFAULT_BATCH 64u
+#define SHARDS 256u           /* power of two */
+#define BUCKETS_MIN 16u       /* per shard; power of two */
+
+#define CTL_SHUT 1u
+#define CTL_STOP 2u
+#define CTL_BROKEN 4u
+#define CTL_INFLIGHT 8u
+
+#define LIFE_ONE UINT64_C(1)
+#define LIFE_GEN (UINT64_C(1) << 40)
+#define LIFE_COUNT(x) ((x) & (LIFE_GEN - 1))
+
+struct serex_striped;
+
+struct lane {
+    struct serex__mpsc q;
+    _Atomic uint64_t wip;   /* pushed and not yet accounted for */
+    struct lane *next;      /* the shard's chain, under its lock */
+    uint64_t key;
+    struct serex_striped *s;
+    serex__spinlock pop_lock;
+    bool broken;            /* the target refused its drain; under shard lock */
+};
+
+_Static_assert(sizeof(struct lane) <= 128, "a lane fits cache class 128");
+
+struct shard {
+    _Alignas(SEREX__CACHELINE) serex__spinlock lock;
+    size_t count;           /* lanes in the table */
+    size_t mask;            /* buckets - 1 */
+    struct lane **buckets;
+};
+
+struct serex_striped {
+    serex_executor face;    /* the life-cycle face; keyless execute */
+    serex_executor *target;
+    unsigned batch;
+    _Alignas(SEREX__CACHELINE) _Atomic uint64_t ctl; /* CTL_* | in flight */
+    _Alignas(SEREX__CACHELINE) _Atomic uint64_t life; /* see the essay */
+    _Atomic size_t lanes;   /* live lanes, for serex_striped_lanes */
+    struct shard shards[SHARDS];
+};
+
+/* A keyless task, counted in `life` while it is the target's. */
+struct keyless {
+    serex_fn fn;
+    void *arg;
+    struct serex_striped *s;
+};
+
+static const serex_executor_ops striped_ops;
+
+static struct serex_striped *striped_of(serex_executor *ex)
+{
+    return serex__container_of(ex, struct serex_striped, face);
+}
+
+/* --- the map --- */
+
+static uint64_t key_hash(uint64_t key)
+{
+    /* splitmix64's finaliser: every key bit moves every hash bit */
+    key ^= key >> 30;
+    key *= UINT64_C(0xbf58476d1ce4e5b9);
+    key ^= key >> 27;
+    key *= UINT64_C(0x94d049bb133111eb);
+    return key ^ (key >> 31);
+}
+
+static struct shard *shard_of(struct serex_striped *s, uint64_t hash)
+{
+    return &s->shards[hash >> 56 & (SHARDS - 1)];
+}
+
+static struct lane **bucket_of(struct shard *sh, uint64_t hash)
+{
+    return &sh->buckets[hash & sh->mask];
+}
+
+/* Rehashes into @buckets (a power of two @n). Under the shard lock. */
+static void shard_rehash(struct shard *sh, struct lane **buckets, size_t n)
+{
+    for (size_t i = 0; i <= sh->mask; i++) {
+        struct lane *l = sh->buckets[i], *next;
+
+        for (; l != NULL; l = next) {
+            next = l->next;
+            l->next = buckets[key_hash(l->key) & (n - 1)];
+            buckets[key_hash(l->key) & (n - 1)] = l;
+        }
+    }
+    serex__free(sh->buckets);
+    sh->buckets = buckets;
+    sh->mask = n - 1;
+}
+
+/* Grows at load 1, shrinks at 1/8 (memory back after a burst). A failed
+ * allocation only leaves the chains longer. Under the shard lock. */
+static void shard_resize(struct shard *sh)
+{
+    size_t n = sh->mask + 1, want = n;
+    struct lane **b;
+
+    if (sh->count > n)
+        want = n * 2;
+    else if (n > BUCKETS_MIN && sh->count < n / 8)
+        want = n / 2;
+    if (want == n || (b = serex__calloc(want, sizeof *b)) == NULL)
+        return;
+    shard_rehash(sh, b, want);
+}
+
+static struct lane *shard_find(struct shard *sh, uint64_t hash, uint64_t key)
+{
+    struct lane *l = *bucket_of(sh, hash);
+
+    while (l != NULL && l->key != key)
+        l = l->next;
+    return l;
+}
+
+static struct lane *lane_new(struct serex_striped *s, struct shard *sh,
+                             uint64_t hash, uint64_t key)
+{
+    struct lane *l = serex__cache_alloc(SEREX__CLASS_128);
+    struct lane **b;
+
+    if (l == NULL)
+        return NULL;
+    memset(l, 0, sizeof *l);
+    serex__mpsc_init(&l->q);
+    l->key = key;
+    l->s = s;
+    b = bucket_of(sh, hash);
+    l->next = *b;
+    *b = l;
+    sh->count++;
+    /* relaxed: a count for serex_striped_lanes; `life` does the ordering */
+    atomic_fetch_add_explicit(&s->lanes, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->life, LIFE_ONE, memory_order_relaxed);
+    shard_resize(sh);
+    return l;
+}
+
+static void shard_unlink(struct shard *sh, struct lane *l)
+{
+    struct lane **p = bucket_of(sh, key_hash(l->key));
+
+    while (*p != l)
+        p = &(*p)->next;
+    *p = l->next;
+    sh->count--;
+    shard_resize(sh);
+}
+
+/* Frees an unlinked lane; its last touch of the striped (see the essay). */
+static void lane_free(struct serex_striped *s, struct lane *l)
+{
+    _Atomic uint64_t *life = &s->life;
+
+    serex__cache_free(SEREX__CLASS_128, l);
+    atomic_fetch_sub_explicit(&s->lanes, 1, memory_order_relaxed);
+    /* release: the lane's tasks happen-before an awaiter that sees 0 */
+    atomic_fetch_sub_explicit(life, LIFE_ONE, memory_order_release);
+    serex__park_wake_all(life); /* by address only: s may be freed now */
+}
+
+/* --- the lane drain --- */
+
+static struct serex__task *lane_pop(struct lane *l)
+{
+    struct serex__task *t;
+
+    serex__spin_lock(&l->pop_lock);
+    t = serex__mpsc_pop_wait(&l->q);
+    serex__spin_unlock(&l->pop_lock);
+    return t;
+}
+
+static unsigned lane_run_batch(struct lane *l, unsigned batch)
+{
+    unsigned ran = 0;
+    struct serex__task *t;
+
+    while (ran < batch && (t = lane_pop(l)) != NULL) {
+        serex_fn fn = t->fn;
+        void *arg = t->arg;
+
+        serex__task_free(t);
+        fn(arg);
+        ran++;
+    }
+    return ran;
+}
+
+/* Accounts for @ran tasks; frees the lane if that leaves none. */
+static bool lane_settle(struct serex_striped *s, struct lane *l, unsigned ran)
+{
+    struct shard *sh = shard_of(s, key_hash(l->key));
+    uint64_t left;
+
+    serex__spin_lock(&sh->lock);
+    /* acq_rel: the hand-over to the next drain, as in serial.c */
+    left = atomic_fetch_sub_explicit(&l->wip, ran, memory_order_acq_rel) - ran;
+    if (left == 0)
+        shard_unlink(sh, l);
+    serex__spin_unlock(&sh->lock);
+    if (left == 0)
+        lane_free(s, l);
+    return left == 0;
+}
+
+static void lane_drain(void *arg)
+{
+    struct lane *l = arg;
+    struct serex_striped *s = l->s;
+    struct serex__frame frame;
+
+    serex__frame_push(&frame, &s->face);
+    for (;;) {
+        unsigned ran = lane_run_batch(l, s->batch);
+
+        if (lane_settle(s, l, ran))
+            break;
+        if (ran == s->batch &&
+            serex_execute(s->target, lane_drain, l) == SEREX_OK)
+            break; /* the resubmitted drain owns the lane now */
+    }
+    serex__frame_pop(&frame);
+}
+
+/* The submission that found `wip` at 0: start the lane's drain. */
+static void lane_start(struct serex_striped *s, struct lane *l, uint64_t hash)
+{
+    struct shard *sh;
+
+    if (serex_execute(s->target, lane_drain, l) == SEREX_OK)
+        return;
+    /* Refused: keep the lane's tasks for shutdown_now; refuse new ones. */
+    atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+    sh = shard_of(s, hash);
+    serex__spin_lock(&sh->lock);
+    l->broken = true;
+    serex__spin_unlock(&sh->lock);
+}
+
+/* --- submission --- */
+
+static int striped_enter(struct serex_striped *s)
+{
+    /* relaxed: one modification order with shutdown_now's flags */
+    uint64_t c = atomic_fetch_add_explicit(&s->ctl, CTL_INFLIGHT,
+                                           memory_order_relaxed);
+
+    if (serex__likely(!(c & (CTL_SHUT | CTL_BROKEN))))
+        return SEREX_OK;
+    atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_relaxed);
+    return SEREX_EREJECTED;
+}
+
+static void striped_leave(struct serex_striped *s)
+{
+    /* release: our push and increment before shutdown_now's acquire */
+    atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_release);
+}
+
+/* Queues @t on @key's lane; true if the lane needs a drain started. */
+static int striped_push(struct serex_striped *s, uint64_t key, uint64_t hash,
+                        struct serex__task *t, struct lane **lane)
+{
+    struct shard *sh = shard_of(s, hash);
+    struct lane *l;
+    uint64_t prev;
+
+    serex__spin_lock(&sh->lock);
+    l = shard_find(sh, hash, key);
+    if (l == NULL && (l = lane_new(s, sh, hash, key)) == NULL) {
+        serex__spin_unlock(&sh->lock);
+        return SEREX_ENOMEM;
+    }
+    serex__mpsc_push(&l->q, t);
+    /* acq_rel: the 0 -> 1 hand-over (see serial.c) */
+    prev = atomic_fetch_add_explicit(&l->wip, 1, memory_order_acq_rel);
+    serex__spin_unlock(&sh->lock);
+    *lane = prev == 0 ? l : NULL;
+    return SEREX_OK;
+}
+
+int serex_striped_execute(serex_striped *s, uint64_t key, serex_fn fn,
+                          void *arg)
+{
+    struct serex__task *t;
+    struct lane *start;
+    uint64_t hash = key_hash(key);
+    int rc;
+
+    if (s == NULL || fn == NULL)
+        return SEREX_EINVAL;
+    if ((t = serex__task_new(fn, arg)) == NULL)
+        return SEREX_ENOMEM;
+    rc = striped_enter(s);
+    if (rc == SEREX_OK) {
+        rc = striped_push(s, key, hash, t, &start);
+        striped_leave(s);
+    }
+    if (rc != SEREX_OK) {
+        serex__task_free(t);
+        return rc;
+    }
+    if (start != NULL)
+        lane_start(s, start, hash);
+    return SEREX_OK;
+}
+
+int serex_striped_submit(serex_striped *s, uint64_t key, serex_call_fn fn,
+                         void *arg, serex_future **out)
+{
+    serex_future *f;
+    serex_fn task;
+    int rc;
+
+    if (out == NULL)
+        return SEREX_EINVAL;
+    *out = NULL;
+    if (s == NULL || fn == NULL)
+        return SEREX_EINVAL;
+    if ((f = serex__future_new(fn, arg, &task)) == NULL)
+        return SEREX_ENOMEM;
+    rc = serex_striped_execute(s, key, task, f);
+    if (rc != SEREX_OK) {
+        serex__future_abort(f);
+        return rc;
+    }
+    *out = f;
+    return SEREX_OK;
+}
+
+/* --- the executor face: keyless tasks and the life cycle --- */
+
+static void keyless_run(void *arg)
+{
+    struct keyless k = *(struct keyless *)arg;
+    _Atomic uint64_t *life = &k.s->life;
+    struct serex__frame frame;
+
+    serex__cache_free(SEREX__CLASS_32, arg);
+    serex__frame_push(&frame, &k.s->face);
+    k.fn(k.arg);
+    serex__frame_pop(&frame);
+    /* release: the task happens-before an awaiter that sees 0 */
+    atomic_fetch_sub_explicit(life, LIFE_ONE, memory_order_release);
+    serex__park_wake_all(life); /* by address only: s may be freed now */
+}
+
+static int striped_face_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct serex_striped *s = striped_of(ex);
+    struct keyless *k = serex__cache_alloc(SEREX__CLASS_32);
+    int rc;
+
+    if (k == NULL)
+        return SEREX_ENOMEM;
+    *k = (struct keyless){fn, arg, s};
+    rc = striped_enter(s);
+    if (rc == SEREX_OK) {
+        /* relaxed: ordered before the submission, which orders it */
+        atomic_fetch_add_explicit(&s->life, LIFE_ONE, memory_order_relaxed);
+        striped_leave(s);
+        rc = serex_execute(s->target, keyless_run, k);
+        if (rc != SEREX_OK)
+            atomic_fetch_sub_explicit(&s->life, LIFE_ONE,
+                                      memory_order_relaxed);
+    }
+    if (rc != SEREX_OK)
+        serex__cache_free(SEREX__CLASS_32, k);
+    return rc;
+}
+
+static void striped_shutdown(serex_executor *ex)
+{
+    struct serex_striped *s = striped_of(ex);
+
+    atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_relaxed);
+    /* release: the flag before an awaiter's re-check of `life` */
+    atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
+    serex__park_wake_all(&s->life);
+}
+
+/* Appends @l's queue to the list at *@tail; returns how many. Under the
+ * shard lock (and takes the pop lock: the drain pops under it too). */
+static size_t lane_take_all(struct lane *l, struct serex__task ***tail)
+{
+    struct serex__task *t;
+    size_t n = 0;
+
+    while ((t = lane_pop(l)) != NULL) {
+        /* relaxed: the node is ours; the list is private */
+        atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
+        **tail = t;
+        *tail = (struct serex__task **)&t->next;
+        n++;
+    }
+    return n;
+}
+
+/*
+ * Takes every lane's queue (each in order) onto a private list, and frees
+ * the lanes that no drain will free: those left with nothing whose drain
+ * the target refused, and, if @target_gone, every lane left with nothing.
+ */
+static struct serex__task *striped_take_all(struct serex_striped *s, size_t *count,
+                                            bool target_gone)
+{
+    struct serex__task *first = NULL, **tail = &first;
+
+    /* acquire: pairs with striped_leave; then every push is in a lane */
+    while (atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT)
+        serex__thread_yield();
+    *count = 0;
+    for (unsigned i = 0; i < SHARDS; i++) {
+        struct shard *sh = &s->shards[i];
+
+        serex__spin_lock(&sh->lock);
+        for (size_t b = 0; b <= sh->mask; b++) {
+            struct lane *l = sh->buckets[b], *next;
+
+            for (; l != NULL; l = next) {
+                size_t n = lane_take_all(l, &tail);
+                uint64_t left;
+
+                next = l->next;
+                *count += n;
+                /* acq_rel: as a drain's decrement */
+                left = atomic_fetch_sub_explicit(&l->wip, n,
+                                                 memory_order_acq_rel) - n;
+                if (left == 0 && (l->broken || target_gone)) {
+                    shard_unlink(sh, l); /* may rehash: restart the shard */
+                    serex__spin_unlock(&sh->lock);
+                    lane_free(s, l);
+                    serex__spin_lock(&sh->lock);
+                    b = (size_t)-1;
+                    break;
+                }
+            }
+        }
+        serex__spin_unlock(&sh->lock);
+    }
+    return first;
+}
+
+static void hand_back_list(struct serex__task *t, serex_pending_fn on_pending,
+                           void *ctx)
+{
+    while (t != NULL) {
+        struct serex__task *next =
+            atomic_load_explicit(&t->next, memory_order_relaxed);
+        serex_fn fn = t->fn;
+        void *arg = t->arg;
+
+        serex__task_free(t);
+        serex__hand_back(fn, arg, on_pending, ctx);
+        t = next;
+    }
+}
+
+static size_t striped_shutdown_now(serex_executor *ex,
+                                   serex_pending_fn on_pending, void *ctx)
+{
+    struct serex_striped *s = striped_of(ex);
+    struct serex__task *list;
+    size_t n;
+
+    atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP,
+                             memory_order_relaxed); /* ordered by take_all */
+    list = striped_take_all(s, &n, false);
+    atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
+    serex__park_wake_all(&s->life);
+    hand_back_list(list, on_pending, ctx);
+    return n;
+}
+
+static bool striped_terminated(struct serex_striped *s, uint64_t life)
+{
+    /* acquire: the flag; `life` was loaded with acquire by the caller */
+    return (atomic_load_explicit(&s->ctl, memory_order_acquire) & CTL_SHUT) &&
+           LIFE_COUNT(life) == 0;
+}
+
+static int striped_await(serex_executor *ex, int64_t timeout_ns)
+{
+    struct serex_striped *s = striped_of(ex);
+    int64_t deadline = serex__deadline(timeout_ns);
+
+    for (;;) {
+        /* acquire: pairs with lane_free's and keyless_run's release */
+        uint64_t life = atomic_load_explicit(&s->life, memory_order_acquire);
+
+        if (striped_terminated(s, life))
+            return SEREX_OK;
+        if (timeout_ns == 0 ||
+            serex__park_wait64(&s->life, life, deadline) == SEREX_ETIMEDOUT)
+            return striped_terminated(s, atomic_load_explicit(
+                                             &s->life, memory_order_acquire))
+                       ? SEREX_OK
+                       : SEREX_ETIMEDOUT;
+    }
+}
+
+static void striped_free(struct serex_striped *s)
+{
+    for (unsigned i = 0; i < SHARDS; i++)
+        serex__free(s->shards[i].buckets);
+    serex__free(s);
+}
+
+static void striped_destroy(serex_executor *ex)
+{
+    struct serex_striped *s = striped_of(ex);
+
+    /*
+     * Wait for every lane to drain; if the target has terminated (it can
+     * run nothing more) or refused a drain, drop what is left instead.
+     */
+    while (striped_await(ex, 10 * INT64_C(1000000)) != SEREX_OK) {
+        bool gone = serex_await_termination(s->target, 0) == SEREX_OK;
+        size_t n;
+
+        if (gone || (atomic_load_explicit(&s->ctl, memory_order_relaxed) &
+                     CTL_BROKEN))
+            hand_back_list(striped_take_all(s, &n, gone), NULL, NULL);
+        if (gone)
+            break; /* keyless tasks the target dropped will never end */
+    }
+    striped_free(s);
+}
+
+static const serex_executor_ops striped_ops = {
+    .execute = striped_face_execute,
+    .shutdown = striped_shutdown,
+    .shutdown_now = striped_shutdown_now,
+    .await_termination = striped_await,
+    .destroy = striped_destroy,
+};
+
+int serex_striped_create(serex_executor *target, const serex_serial_config *cfg,
+                         serex_striped **out)
+{
+    struct serex_striped *s;
+
+    if (out == NULL)
+        return SEREX_EINVAL;
+    *out = NULL;
+    if (target == NULL || target->ops == NULL)
+        return SEREX_EINVAL;
+    s = serex__alloc_aligned(SEREX__CACHELINE, sizeof *s);
+    if (s == NULL)
+        return SEREX_ENOMEM;
+    memset(s, 0, sizeof *s);
+    for (unsigned i = 0; i < SHARDS; i++) {
+        s->shards[i].buckets = serex__calloc(BUCKETS_MIN, sizeof(struct lane *));
+        s->shards[i].mask = BUCKETS_MIN - 1;
+        if (s->shards[i].buckets == NULL) {
+            striped_free(s);
+            return SEREX_ENOMEM;
+        }
+    }
+    s->face.ops = &striped_ops;
+    s->target = target;
+    s->batch = cfg != NULL && cfg->batch != 0 ? cfg->batch : DEFAULT_BATCH;
+    *out = s;
+    return SEREX_OK;
+}
+
+serex_executor *serex_striped_executor(serex_striped *s)
+{
+    return s != NULL ? &s->face : NULL;
+}
+
+size_t serex_striped_lanes(serex_striped *s)
+{
+    /* relaxed: a snapshot */
+    return s != NULL ? atomic_load_explicit(&s->lanes,
+                                            memory_order_relaxed)
+                     : 0;
+}
+
+serex_executor *serex__striped_target(serex_executor *ex)
+{
+    return ex->ops == &striped_ops ? striped_of(ex)->target : NULL;
+}
