@@ -19,87 +19,120 @@
 #include "task_internal.h"
 #include "thread_internal.h"
 
+/*
+ * The queue's three parts. Callers that care about false sharing keep
+ * `tail` (written by producers) and `head` (written by the consumer) on
+ * different cache lines and pass them separately (struct serex__mpsc_ends);
+ * compact users embed struct serex__mpsc.
+ */
 struct serex__mpsc {
     struct serex__task *_Atomic tail; /* producers */
     struct serex__task *head;         /* the consumer */
     struct serex__task stub;
 };
 
+struct serex__mpsc_ends {
+    struct serex__task *_Atomic *tail;
+    struct serex__task **head;
+    struct serex__task *stub;
+};
+
 enum serex__mpsc_pop { SEREX__MPSC_EMPTY, SEREX__MPSC_BUSY, SEREX__MPSC_OK };
 
-static inline void serex__mpsc_init(struct serex__mpsc *q)
+static inline struct serex__mpsc_ends serex__mpsc_ends_of(struct serex__mpsc *q)
 {
-    atomic_init(&q->stub.next, NULL);
-    atomic_init(&q->tail, &q->stub);
-    q->head = &q->stub;
+    return (struct serex__mpsc_ends){&q->tail, &q->head, &q->stub};
 }
 
-static inline void serex__mpsc_push(struct serex__mpsc *q,
-                                    struct serex__task *t)
+static inline void serex__mpsc_init_ends(struct serex__mpsc_ends q)
+{
+    atomic_init(&q.stub->next, NULL);
+    atomic_init(q.tail, q.stub);
+    *q.head = q.stub;
+}
+
+static inline void serex__mpsc_push_ends(struct serex__mpsc_ends q,
+                                         struct serex__task *t)
 {
     /*
      * acq_rel. Release: our writes of t (fn, arg, next = NULL) before the
      * next producer links behind it. Acquire: prev's fields are complete.
      */
-    struct serex__task *prev = atomic_exchange_explicit(&q->tail, t,
+    struct serex__task *prev = atomic_exchange_explicit(q.tail, t,
                                                         memory_order_acq_rel);
 
-    /* release: pairs with the acquire loads of next in serex__mpsc_pop, so
-     * the consumer that follows this link sees t's fn and arg */
+    /* release: pairs with the acquire loads of next in the pop, so the
+     * consumer that follows this link sees t's fn and arg */
     atomic_store_explicit(&prev->next, t, memory_order_release);
 }
 
 /* Pops the oldest node into *out. One consumer at a time. */
-static inline enum serex__mpsc_pop serex__mpsc_pop(struct serex__mpsc *q,
-                                                   struct serex__task **out)
+static inline enum serex__mpsc_pop serex__mpsc_pop_ends(
+    struct serex__mpsc_ends q, struct serex__task **out)
 {
-    struct serex__task *head = q->head, *next, *tail;
+    struct serex__task *head = *q.head, *next, *tail;
 
     /* acquire (every load of next): pairs with the release link in push */
     next = atomic_load_explicit(&head->next, memory_order_acquire);
-    if (head == &q->stub) {
+    if (head == q.stub) {
         if (next == NULL) /* acquire: as below */
-            return atomic_load_explicit(&q->tail, memory_order_acquire) ==
-                           &q->stub
+            return atomic_load_explicit(q.tail, memory_order_acquire) == q.stub
                        ? SEREX__MPSC_EMPTY
                        : SEREX__MPSC_BUSY;
-        q->head = head = next;
+        *q.head = head = next;
         next = atomic_load_explicit(&head->next, memory_order_acquire);
     }
     if (next != NULL) {
-        q->head = next;
+        *q.head = next;
         *out = head;
         return SEREX__MPSC_OK;
     }
     /* acquire: head is the last node only if it is still the tail */
-    tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+    tail = atomic_load_explicit(q.tail, memory_order_acquire);
     if (tail != head)
         return SEREX__MPSC_BUSY;
     /* head is the last node: queue the stub behind it so head can move */
-    atomic_store_explicit(&q->stub.next, NULL, memory_order_relaxed);
-    serex__mpsc_push(q, &q->stub);
+    atomic_store_explicit(&q.stub->next, NULL, memory_order_relaxed);
+    serex__mpsc_push_ends(q, q.stub);
     next = atomic_load_explicit(&head->next, memory_order_acquire);
     if (next == NULL)
         return SEREX__MPSC_BUSY;
-    q->head = next;
+    *q.head = next;
     *out = head;
     return SEREX__MPSC_OK;
 }
 
 /* Pops, waiting out a producer caught between its exchange and its link. */
-static inline struct serex__task *serex__mpsc_pop_wait(struct serex__mpsc *q)
+static inline struct serex__task *serex__mpsc_pop_wait_ends(
+    struct serex__mpsc_ends q)
 {
     struct serex__task *t = NULL;
     enum serex__mpsc_pop r;
 
     for (unsigned spins = 0;
-         (r = serex__mpsc_pop(q, &t)) == SEREX__MPSC_BUSY; spins++) {
+         (r = serex__mpsc_pop_ends(q, &t)) == SEREX__MPSC_BUSY; spins++) {
         if (spins % 64 == 63)
             serex__thread_yield(); /* the producer may be preempted */
         else
             serex__cpu_relax();
     }
     return r == SEREX__MPSC_OK ? t : NULL;
+}
+
+static inline void serex__mpsc_init(struct serex__mpsc *q)
+{
+    serex__mpsc_init_ends(serex__mpsc_ends_of(q));
+}
+
+static inline void serex__mpsc_push(struct serex__mpsc *q,
+                                    struct serex__task *t)
+{
+    serex__mpsc_push_ends(serex__mpsc_ends_of(q), t);
+}
+
+static inline struct serex__task *serex__mpsc_pop_wait(struct serex__mpsc *q)
+{
+    return serex__mpsc_pop_wait_ends(serex__mpsc_ends_of(q));
 }
 
 #endif /* SEREX_MPSC_INTERNAL_H */

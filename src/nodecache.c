@@ -15,7 +15,7 @@
 #define LOCAL_MAX (2 * CHAIN)   /* a thread's list never holds more */
 #define DEPOT_MAX_CHAINS 256    /* per class: 16384 blocks */
 
-static const size_t class_size[SEREX__NCLASSES] = {32, 64, 128};
+static const size_t class_size[SEREX__NCLASSES] = {32, 64, 96, 128};
 
 struct block {
     struct block *next;       /* in a thread list or a chain */
@@ -136,7 +136,7 @@ static void *cache_refill(enum serex__cache_class cls)
         cache_register_thread();
     chain = depot_take(cls);
     if (chain == NULL)
-        return serex__alloc_aligned(size < 64 ? size : 64, size);
+        return serex__alloc_aligned(size % 64 == 0 ? 64 : 32, size);
     tc.head[cls] = chain->next;
     tc.count[cls] = CHAIN - 1;
     return chain;

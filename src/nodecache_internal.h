@@ -21,13 +21,15 @@
 #include <stddef.h>
 
 enum serex__cache_class {
-    SEREX__CLASS_32,  /* 32 bytes */
-    SEREX__CLASS_64,  /* 64 bytes, cache-line aligned: task nodes, futures */
+    SEREX__CLASS_32,  /* 32 bytes: futures, keyless wrappers */
+    SEREX__CLASS_64,  /* 64 bytes, cache-line aligned: task nodes */
+    SEREX__CLASS_96,  /* 96 bytes: striped lanes */
     SEREX__CLASS_128, /* 128 bytes */
     SEREX__NCLASSES
 };
 
-/* A block of the class, aligned to min(size, 64); NULL if out of memory. */
+/* A block of the class (aligned to 64 when its size is a multiple of 64,
+ * else to 32); NULL if out of memory. */
 void *serex__cache_alloc(enum serex__cache_class cls);
 /* Gives a block back; it may be handed to another thread's allocation. */
 void serex__cache_free(enum serex__cache_class cls, void *block);

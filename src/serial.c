@@ -50,12 +50,15 @@
  * the target refuses a resubmission, the drain keeps running where it is.
  *
  * --- Termination and destroy ---
- * `life` counts drains submitted and not finished (low 16 bits) plus a
- * generation bumped by shutdown and shutdown_now. A drain's very last act
- * is to decrement it and wake the parking lot by address (without reading
- * the serial), so await_termination, which parks on `life`, can free the
- * serial the moment it sees SHUT, wip == 0 and no drain. Every change an
- * awaiter waits for changes `life`, so no wake-up is lost.
+ * `life` counts drains submitted and not finished (bits 0-7), a generation
+ * bumped once by shutdown and once by shutdown_now (bits 8-23), and the
+ * threads in await_termination (bits 24-31). A drain's very last act is to
+ * decrement it and, if its old value counted a waiter, wake the parking lot
+ * by address (without reading the serial), so an awaiter, which parks on
+ * `life`, can free the serial the moment it sees SHUT, wip == 0 and no
+ * drain. Every change an awaiter waits for changes `life`, and a waiter
+ * counts itself in `life` before it looks, so no wake-up is lost; with no
+ * waiter, ending a drain costs one atomic subtraction.
  */
 #include <string.h> /* memset */
 
@@ -74,7 +77,8 @@
 #define CTL_INFLIGHT 8u /* one execute between its check and its increment */
 
 #define LIFE_DRAIN 1u         /* one drain submitted and not finished */
-#define LIFE_GEN (1u << 16)   /* one shutdown or shutdown_now */
+#define LIFE_GEN (1u << 8)    /* one shutdown or shutdown_now */
+#define LIFE_WAITER (1u << 24) /* one thread in await_termination */
 #define LIFE_DRAINS(x) ((x) & (LIFE_GEN - 1))
 
 struct serial {
@@ -82,13 +86,15 @@ struct serial {
     serex_executor *target;
     unsigned batch;
 
-    /* Producers' line. */
-    _Alignas(SEREX__CACHELINE) _Atomic uint64_t ctl; /* CTL_* | in flight */
+    /* Producers' line: the queue's tail and the producers' counters. */
+    _Alignas(SEREX__CACHELINE) struct serex__task *_Atomic tail;
+    _Atomic uint64_t ctl;   /* CTL_* | in flight */
     _Atomic uint64_t wip;   /* pushed and not yet accounted for */
 
     /* The drain's line: the queue's consumer side. */
     _Alignas(SEREX__CACHELINE) serex__spinlock pop_lock;
-    struct serex__mpsc q;   /* q.tail is written by producers */
+    struct serex__task *head;
+    struct serex__task stub;
 
     _Atomic uint32_t life;  /* drains in flight | generation (see essay) */
 };
@@ -100,6 +106,11 @@ static struct serial *serial_of(serex_executor *ex)
     return serex__container_of(ex, struct serial, base);
 }
 
+static struct serex__mpsc_ends serial_queue(struct serial *s)
+{
+    return (struct serex__mpsc_ends){&s->tail, &s->head, &s->stub};
+}
+
 /* --- the drain --- */
 
 /* Pops the oldest task, or NULL if none is queued. */
@@ -108,7 +119,7 @@ static struct serex__task *serial_pop(struct serial *s)
     struct serex__task *t;
 
     serex__spin_lock(&s->pop_lock);
-    t = serex__mpsc_pop_wait(&s->q);
+    t = serex__mpsc_pop_wait_ends(serial_queue(s));
     serex__spin_unlock(&s->pop_lock);
     return t;
 }
@@ -138,8 +149,9 @@ static void serial_drain_exit(struct serial *s)
     _Atomic uint32_t *life = &s->life;
 
     /* release: the drain's tasks happen-before an awaiter that sees it gone */
-    atomic_fetch_sub_explicit(life, LIFE_DRAIN, memory_order_release);
-    serex__park_wake_all(life); /* by address only: s may be freed now */
+    if (atomic_fetch_sub_explicit(life, LIFE_DRAIN, memory_order_release) >=
+        LIFE_WAITER)
+        serex__park_wake_all(life); /* by address only: s may be gone now */
 }
 
 static void serial_drain(void *arg)
@@ -199,7 +211,7 @@ static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
         serex__task_free(t);
         return SEREX_EREJECTED;
     }
-    serex__mpsc_push(&s->q, t);
+    serex__mpsc_push_ends(serial_queue(s), t);
     /* acq_rel: see the essay (the 0 -> 1 hand-over) */
     first = atomic_fetch_add_explicit(&s->wip, 1, memory_order_acq_rel) == 0;
     /* release: our push and increment before shutdown_now's acquire */
@@ -221,8 +233,9 @@ static void serial_shutdown(serex_executor *ex)
     struct serial *s = serial_of(ex);
 
     /* release: nothing but the flag; awaiters re-check after the bump */
-    atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_release);
-    serial_bump_life(s);
+    if (!(atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_release) &
+          CTL_SHUT))
+        serial_bump_life(s); /* once: the generation has 16 bits */
 }
 
 /*
@@ -277,10 +290,12 @@ static size_t serial_shutdown_now(serex_executor *ex,
     struct serex__task *list;
     size_t n;
 
-    atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP,
-                             memory_order_relaxed); /* ordered by take_all */
-    list = serial_take_all(s, &n);
-    serial_bump_life(s);
+    uint64_t old = atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP,
+                                            memory_order_relaxed);
+
+    list = serial_take_all(s, &n); /* orders the flags (acquire) */
+    if (!(old & CTL_STOP))
+        serial_bump_life(s); /* once: the generation has 16 bits */
     serial_hand_back_list(list, on_pending, ctx);
     return n;
 }
@@ -295,9 +310,8 @@ static bool serial_terminated(struct serial *s, uint32_t life)
            atomic_load_explicit(&s->wip, memory_order_acquire) == 0;
 }
 
-static int serial_await(serex_executor *ex, int64_t timeout_ns)
+static int serial_await_counted(struct serial *s, int64_t timeout_ns)
 {
-    struct serial *s = serial_of(ex);
     int64_t deadline = serex__deadline(timeout_ns);
 
     for (;;) {
@@ -313,6 +327,20 @@ static int serial_await(serex_executor *ex, int64_t timeout_ns)
                        ? SEREX_OK
                        : SEREX_ETIMEDOUT;
     }
+}
+
+static int serial_await(serex_executor *ex, int64_t timeout_ns)
+{
+    struct serial *s = serial_of(ex);
+    int rc;
+
+    /* relaxed (both): the count only tells a finishing drain to wake us;
+     * it is an RMW on `life`, so a drain's decrement either sees it or
+     * comes before our look (coherence of one word) */
+    atomic_fetch_add_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
+    rc = serial_await_counted(s, timeout_ns);
+    atomic_fetch_sub_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
+    return rc;
 }
 
 /* The target can no longer run anything: it has terminated. */
@@ -371,7 +399,7 @@ int serex_serial_create(serex_executor *target, const serex_serial_config *cfg,
     s->base.ops = &serial_ops;
     s->target = target;
     s->batch = cfg != NULL && cfg->batch != 0 ? cfg->batch : DEFAULT_BATCH;
-    serex__mpsc_init(&s->q);
+    serex__mpsc_init_ends(serial_queue(s));
     *out = &s->base;
     return SEREX_OK;
 }

@@ -31,10 +31,12 @@
  * queue under its shard lock and pop lock (each task has one taker), and
  * subtracts what it took from the lane's `wip`. A lane that is left with
  * 0 is freed by its drain, or here if its target refused the drain.
- * `life` counts live lanes and keyless tasks in flight (low 40 bits) plus
- * a generation bumped by shutdown. Freeing a lane ends with the decrement
- * of `life` and a wake-up by address, so await_termination may free the
- * striped as soon as it sees shut down and a count of 0.
+ * `life` counts live lanes and keyless tasks in flight (bits 0-39), a
+ * generation bumped once by shutdown and once by shutdown_now (bits
+ * 40-47), and the threads in await_termination (bits 48-63). Freeing a lane
+ * ends with the decrement of `life` and, if a waiter is counted, a wake-up
+ * by address, so await_termination may free the striped as soon as it
+ * sees shut down and a count of 0 (see serial.c for the argument).
  */
 #include <string.h> /* memset */
 
@@ -48,6 +50,7 @@
 #define DEFAULT_BATCH 64u
 #define SHARDS 256u           /* power of two */
 #define BUCKETS_MIN 16u       /* per shard; power of two */
+#define BUCKETS_SHRINK 256u   /* tables this small never shrink */
 
 #define CTL_SHUT 1u
 #define CTL_STOP 2u
@@ -56,6 +59,7 @@
 
 #define LIFE_ONE UINT64_C(1)
 #define LIFE_GEN (UINT64_C(1) << 40)
+#define LIFE_WAITER (UINT64_C(1) << 48)
 #define LIFE_COUNT(x) ((x) & (LIFE_GEN - 1))
 
 struct serex_striped;
@@ -70,7 +74,7 @@ struct lane {
     bool broken;            /* the target refused its drain; under shard lock */
 };
 
-_Static_assert(sizeof(struct lane) <= 128, "a lane fits cache class 128");
+_Static_assert(sizeof(struct lane) <= 96, "a lane fits cache class 96");
 
 struct shard {
     _Alignas(SEREX__CACHELINE) serex__spinlock lock;
@@ -142,16 +146,21 @@ static void shard_rehash(struct shard *sh, struct lane **buckets, size_t n)
     sh->mask = n - 1;
 }
 
-/* Grows at load 1, shrinks at 1/8 (memory back after a burst). A failed
- * allocation only leaves the chains longer. Under the shard lock. */
+/*
+ * Grows at a load of 2 and shrinks at 1/16 but never below BUCKETS_SHRINK:
+ * lanes come and go all the time, and a table that resized on every small
+ * swing would call the allocator per task. Big tables still shrink, so
+ * memory comes back after a burst. A failed allocation only leaves the
+ * chains longer. Under the shard lock.
+ */
 static void shard_resize(struct shard *sh)
 {
     size_t n = sh->mask + 1, want = n;
     struct lane **b;
 
-    if (sh->count > n)
+    if (sh->count > 2 * n)
         want = n * 2;
-    else if (n > BUCKETS_MIN && sh->count < n / 8)
+    else if (n > BUCKETS_SHRINK && sh->count < n / 16)
         want = n / 2;
     if (want == n || (b = serex__calloc(want, sizeof *b)) == NULL)
         return;
@@ -170,7 +179,7 @@ static struct lane *shard_find(struct shard *sh, uint64_t hash, uint64_t key)
 static struct lane *lane_new(struct serex_striped *s, struct shard *sh,
                              uint64_t hash, uint64_t key)
 {
-    struct lane *l = serex__cache_alloc(SEREX__CLASS_128);
+    struct lane *l = serex__cache_alloc(SEREX__CLASS_96);
     struct lane **b;
 
     if (l == NULL)
@@ -206,11 +215,12 @@ static void lane_free(struct serex_striped *s, struct lane *l)
 {
     _Atomic uint64_t *life = &s->life;
 
-    serex__cache_free(SEREX__CLASS_128, l);
+    serex__cache_free(SEREX__CLASS_96, l);
     atomic_fetch_sub_explicit(&s->lanes, 1, memory_order_relaxed);
     /* release: the lane's tasks happen-before an awaiter that sees 0 */
-    atomic_fetch_sub_explicit(life, LIFE_ONE, memory_order_release);
-    serex__park_wake_all(life); /* by address only: s may be freed now */
+    if (atomic_fetch_sub_explicit(life, LIFE_ONE, memory_order_release) >=
+        LIFE_WAITER)
+        serex__park_wake_all(life); /* by address only: s may be gone */
 }
 
 /* --- the lane drain --- */
@@ -396,8 +406,9 @@ static void keyless_run(void *arg)
     k.fn(k.arg);
     serex__frame_pop(&frame);
     /* release: the task happens-before an awaiter that sees 0 */
-    atomic_fetch_sub_explicit(life, LIFE_ONE, memory_order_release);
-    serex__park_wake_all(life); /* by address only: s may be freed now */
+    if (atomic_fetch_sub_explicit(life, LIFE_ONE, memory_order_release) >=
+        LIFE_WAITER)
+        serex__park_wake_all(life); /* by address only: s may be gone */
 }
 
 static int striped_face_execute(serex_executor *ex, serex_fn fn, void *arg)
@@ -428,7 +439,9 @@ static void striped_shutdown(serex_executor *ex)
 {
     struct serex_striped *s = striped_of(ex);
 
-    atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_relaxed);
+    if (atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_relaxed) &
+        CTL_SHUT)
+        return; /* once: the generation has 8 bits */
     /* release: the flag before an awaiter's re-check of `life` */
     atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
     serex__park_wake_all(&s->life);
@@ -518,11 +531,14 @@ static size_t striped_shutdown_now(serex_executor *ex,
     struct serex__task *list;
     size_t n;
 
-    atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP,
-                             memory_order_relaxed); /* ordered by take_all */
-    list = striped_take_all(s, &n, false);
-    atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
-    serex__park_wake_all(&s->life);
+    uint64_t old = atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP,
+                                            memory_order_relaxed);
+
+    list = striped_take_all(s, &n, false); /* orders the flags (acquire) */
+    if (!(old & CTL_STOP)) { /* once: the generation has 8 bits */
+        atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
+        serex__park_wake_all(&s->life);
+    }
     hand_back_list(list, on_pending, ctx);
     return n;
 }
@@ -534,9 +550,8 @@ static bool striped_terminated(struct serex_striped *s, uint64_t life)
            LIFE_COUNT(life) == 0;
 }
 
-static int striped_await(serex_executor *ex, int64_t timeout_ns)
+static int striped_await_counted(struct serex_striped *s, int64_t timeout_ns)
 {
-    struct serex_striped *s = striped_of(ex);
     int64_t deadline = serex__deadline(timeout_ns);
 
     for (;;) {
@@ -552,6 +567,18 @@ static int striped_await(serex_executor *ex, int64_t timeout_ns)
                        ? SEREX_OK
                        : SEREX_ETIMEDOUT;
     }
+}
+
+static int striped_await(serex_executor *ex, int64_t timeout_ns)
+{
+    struct serex_striped *s = striped_of(ex);
+    int rc;
+
+    /* relaxed (both): see serial_await */
+    atomic_fetch_add_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
+    rc = striped_await_counted(s, timeout_ns);
+    atomic_fetch_sub_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
+    return rc;
 }
 
 static void striped_free(struct serex_striped *s)

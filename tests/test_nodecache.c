@@ -95,8 +95,8 @@ static bool held_block(const struct fixture *fx, const void *p)
 static void nodecache_alloc_gives_distinct_aligned_full_blocks(void **state)
 {
     struct fixture *fx = *state;
-    const size_t class_size[SEREX__NCLASSES] = {32, 64, 128};
-    const size_t class_align[SEREX__NCLASSES] = {32, 64, 64};
+    const size_t class_size[SEREX__NCLASSES] = {32, 64, 96, 128};
+    const size_t class_align[SEREX__NCLASSES] = {32, 64, 32, 64};
     void *sorted[NBLOCKS];
 
     for (int cls = 0; cls < SEREX__NCLASSES; cls++) {
