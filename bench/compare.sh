@@ -86,6 +86,8 @@ echo "# compare.sh $(date -Is) rev=$rev threads=$threads quick=$quick repeat=$re
     || die "cannot write $out"
 
 # ---- serex: one process per measurement, as the peers' runner does ----
+# --variant is the producer count of pool_throughput and the stripe count K
+# of striped_throughput: one K per process, so peak_rss_kb is that K's own.
 variants() {  # bench -> variant values (0 = none), as in shared/peers/c/run
     case "$1" in
         pool_throughput) if [ "$threads" -gt 1 ]; then echo "1 $threads"; else echo 1; fi ;;

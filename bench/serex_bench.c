@@ -11,9 +11,10 @@
  * and errors go to stderr.
  *
  * With no BENCH, every bench in bench_table[] runs, in this process. V picks
- * one variant (the producer count of pool_throughput), so a runner can take
- * one measurement per process as the peers' runner does; benches without
- * variants ignore it. --quick divides N by 10 and runs 10,000 latency rounds.
+ * one variant (the producer count of pool_throughput, the stripe count K of
+ * striped_throughput), so a runner can take one measurement per process as
+ * the peers' runner does; benches without variants ignore it. --quick
+ * divides N by 10 and runs 10,000 latency rounds.
  *
  * Adding a bench: write `static int bench_<name>(const struct bench_cfg *)`,
  * returning 0 once its RESULT line is printed (-1 on a serex or system
@@ -38,7 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h> /* getrusage: pool_idle_cpu */
+#include <sys/resource.h> /* getrusage: pool_idle_cpu, peak RSS */
 #include <time.h>        /* clock_gettime, clock_nanosleep */
 #include <unistd.h>      /* sysconf: online CPUs */
 
@@ -55,11 +56,16 @@ static const char IMPL[] = "serex";
 #define IDLE_NS NS_PER_S       /* pool_idle_cpu: the idle time measured */
 /* pool_latency stops after this long, as the peers' lat_stop() does. */
 #define LAT_TIME_CAP_NS (60 * NS_PER_S)
+#define MAX_THREADS 65536L     /* --threads, and producers for --variant */
+/* --variant: K up to 1e8 stripes (800 MB of counters); the workload's
+ * largest is 1,000,000. */
+#define MAX_VARIANT 100000000L
 
 /* What every bench is given: the parsed command line. */
 struct bench_cfg {
     int threads;     /* T: pool worker threads */
-    long variant;    /* producers for pool_throughput; 0 = every variant */
+    long variant;    /* producers for pool_throughput, stripes for
+                        striped_throughput; 0 = every variant */
     uint64_t n;      /* tasks for the throughput benches */
     long lat_iters;  /* pool_latency rounds */
 };
@@ -344,6 +350,11 @@ static int throughput_once(const struct bench_cfg *cfg, int producers)
 /* P=1, then P=T (when T > 1), or only P=V with --variant V. */
 static int bench_pool_throughput(const struct bench_cfg *cfg)
 {
+    if (cfg->variant > MAX_THREADS) {
+        fprintf(stderr, "serex_bench: --variant %ld: at most %ld producers\n",
+                cfg->variant, MAX_THREADS);
+        return -1;
+    }
     if (cfg->variant > 0)
         return throughput_once(cfg, (int)cfg->variant);
     if (throughput_once(cfg, 1) != 0)
@@ -510,6 +521,283 @@ static int bench_pool_idle_cpu(const struct bench_cfg *cfg)
     return 0;
 }
 
+/* --- serial_throughput and striped_throughput --- */
+
+/*
+ * One run of an ordered workload. Task i's index travels in its arg (the
+ * peers' lambdas capture i by value; a serex task has one void *), so the
+ * run itself is reached through ordered_current, set before the first
+ * submission: serex_execute publishes it to every task. One run at a time.
+ */
+struct ordered_run {
+    uint64_t n;                    /* tasks */
+    uint64_t k;                    /* stripes; 1 for the serial */
+    uint64_t *counters;            /* plain, one per stripe: only that
+                                      stripe's tasks touch it, in order */
+    atomic_uint_fast64_t finished; /* striped: tasks run, for the N-th */
+    atomic_long violations;        /* order breaks seen by tasks */
+    struct done done;
+};
+
+static struct ordered_run *ordered_current;
+
+static void *index_arg(uint64_t i)
+{
+    return (void *)(uintptr_t)i;
+}
+
+/* Relaxed: a violation is only counted; serex_destroy orders it before the
+ * final read. Never reached while the executor keeps its promise. */
+static void ordered_violation(struct ordered_run *r)
+{
+    atomic_fetch_add_explicit(&r->violations, 1, memory_order_relaxed);
+}
+
+/* serial_throughput's task i, as asio's: it is the N-th to run iff i is
+ * the last index (a bug that reorders shows in violations instead). */
+static void serial_task(void *arg)
+{
+    struct ordered_run *r = ordered_current;
+    uint64_t i = (uint64_t)(uintptr_t)arg;
+
+    if (r->counters[0] != i)
+        ordered_violation(r);
+    r->counters[0]++;
+    if (i == r->n - 1)
+        done_signal(&r->done);
+}
+
+/* striped_throughput's task i: stripe i % K, per-stripe sequence i / K. */
+static void striped_task(void *arg)
+{
+    struct ordered_run *r = ordered_current;
+    uint64_t i = (uint64_t)(uintptr_t)arg;
+    uint64_t *ctr = &r->counters[i % r->k];
+
+    if (*ctr != i / r->k)
+        ordered_violation(r);
+    (*ctr)++;
+    /* Relaxed, as count_task: only the N-th matters, and done_signal's
+     * sem_post publishes the end time. */
+    if (atomic_fetch_add_explicit(&r->finished, 1, memory_order_relaxed) + 1
+        == r->n)
+        done_signal(&r->done);
+}
+
+/*
+ * K zeroed counters, allocated up front as the peers do (8 MB for K =
+ * 1,000,000). Written, not just calloc'd, so their pages count in peak RSS
+ * as the peers' std::vector<uint64_t>(k, 0) does. 0 on success.
+ */
+static int ordered_init(struct ordered_run *r, uint64_t n, uint64_t k)
+{
+    r->n = n;
+    r->k = k;
+    atomic_init(&r->finished, 0);
+    atomic_init(&r->violations, 0);
+    if (k > SIZE_MAX / sizeof *r->counters
+        || (r->counters = malloc((size_t)k * sizeof *r->counters)) == NULL) {
+        perror("serex_bench: malloc");
+        return -1;
+    }
+    memset(r->counters, 0, (size_t)k * sizeof *r->counters);
+    if (done_init(&r->done) != 0) {
+        free(r->counters);
+        return -1;
+    }
+    ordered_current = r;
+    return 0;
+}
+
+static void ordered_fini(struct ordered_run *r)
+{
+    sem_destroy(&r->done.sem);
+    free(r->counters);
+    ordered_current = NULL;
+}
+
+/*
+ * After the drain: the violations the tasks saw, plus one per stripe whose
+ * final count is not its share of N (a lost or doubled task). Call only
+ * once every task has finished and its writes are visible.
+ */
+static long ordered_violations(struct ordered_run *r)
+{
+    long viol = atomic_load_explicit(&r->violations, memory_order_relaxed);
+
+    for (uint64_t s = 0; s < r->k; s++)
+        viol += r->counters[s] != r->n / r->k + (s < r->n % r->k);
+    return viol;
+}
+
+/* Untimed: the serial over @pool. NULL on failure, reported. */
+static serex_executor *serial_start(serex_executor *pool)
+{
+    serex_executor *serial;
+    int rc = serex_serial_create(pool, NULL, &serial);
+
+    if (rc != SEREX_OK) {
+        report_error("serex_serial_create", rc);
+        return NULL;
+    }
+    return serial;
+}
+
+/*
+ * The timed region, as asio's: from just before the first submission to
+ * the end time recorded by the last task. The main thread is the one
+ * producer. Returns the elapsed ns, or -1 if a submission failed (the
+ * tasks already sent still run: the caller's destroy waits for them).
+ */
+static int64_t serial_measure(serex_executor *serial, struct ordered_run *r)
+{
+    int64_t t0 = now_ns();
+
+    for (uint64_t i = 0; i < r->n; i++) {
+        int rc = serex_execute(serial, serial_task, index_arg(i));
+
+        if (rc != SEREX_OK) {
+            report_error("serex_execute", rc);
+            return -1;
+        }
+    }
+    done_wait(&r->done);
+    return r->done.t_end - t0;
+}
+
+static int bench_serial_throughput(const struct bench_cfg *cfg)
+{
+    struct ordered_run r;
+
+    if (ordered_init(&r, cfg->n, 1) != 0)
+        return -1;
+    serex_executor *pool = pool_start(cfg->threads);
+    serex_executor *serial = pool ? serial_start(pool) : NULL;
+    int64_t elapsed = serial ? serial_measure(serial, &r) : -1;
+    /* The serial's destroy waits for its tasks: the counter is then final
+     * and visible here. */
+    int rc = serial ? serex_destroy(serial) : SEREX_OK;
+    if (rc != SEREX_OK)
+        report_error("serex_destroy", rc);
+    bool ok = pool && pool_stop(pool) == 0 && elapsed >= 0 && rc == SEREX_OK;
+    if (ok) {
+        printf("RESULT bench=serial_throughput impl=%s threads=%d "
+               "tasks=%" PRIu64 " tasks_per_sec=%.0f violations=%ld\n",
+               IMPL, cfg->threads, r.n, (double)r.n * 1e9 / elapsed,
+               ordered_violations(&r));
+        fflush(stdout);
+    }
+    ordered_fini(&r);
+    return ok ? 0 : -1;
+}
+
+/* The stripe counts of WORKLOADS.md, run in this order without --variant. */
+static const uint64_t stripe_counts[] = {1, 64, 4096, 1000000};
+
+/* As serial_measure, task i going to key i % K. */
+static int64_t striped_measure(serex_striped *s, struct ordered_run *r)
+{
+    int64_t t0 = now_ns();
+
+    for (uint64_t i = 0; i < r->n; i++) {
+        int rc = serex_striped_execute(s, i % r->k, striped_task,
+                                       index_arg(i));
+
+        if (rc != SEREX_OK) {
+            report_error("serex_striped_execute", rc);
+            return -1;
+        }
+    }
+    done_wait(&r->done);
+    return r->done.t_end - t0;
+}
+
+/*
+ * Shuts @s down, waits until its tasks have finished (their writes are
+ * then visible here), reads how many lanes are left into *lanes, and
+ * destroys it. The lanes are read before the destroy, which frees them.
+ */
+static int striped_stop(serex_striped *s, size_t *lanes)
+{
+    serex_executor *ex = serex_striped_executor(s);
+
+    serex_shutdown(ex);
+    int rc = serex_await_termination(ex, SEREX_FOREVER);
+    if (rc != SEREX_OK)
+        report_error("serex_await_termination", rc);
+    *lanes = serex_striped_lanes(s);
+    int drc = serex_destroy(ex);
+    if (drc != SEREX_OK)
+        report_error("serex_destroy", drc);
+    return rc == SEREX_OK && drc == SEREX_OK ? 0 : -1;
+}
+
+/* Times one run on a new pool and striped; -1 on failure, reported. */
+static int64_t striped_run(int threads, struct ordered_run *r, size_t *lanes)
+{
+    serex_executor *pool = pool_start(threads);
+    serex_striped *s = NULL;
+
+    if (pool == NULL)
+        return -1;
+    int rc = serex_striped_create(pool, NULL, &s);
+    if (rc != SEREX_OK)
+        report_error("serex_striped_create", rc);
+    int64_t elapsed = s ? striped_measure(s, r) : -1;
+    if (s && striped_stop(s, lanes) != 0)
+        elapsed = -1;
+    if (pool_stop(pool) != 0)
+        elapsed = -1;
+    return elapsed;
+}
+
+/* Peak resident set size of the process in kB, as the peers' peak_rss_kb(). */
+static long peak_rss_kb(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/*
+ * One measurement with @k stripes. peak_rss_kb is ru_maxrss, the process's
+ * high-water mark, which never goes down: after several K in one process
+ * each line shows the largest K so far. It means something only with one K
+ * per process (--variant K), as compare.sh and the peers' runner run it.
+ */
+static int striped_once(const struct bench_cfg *cfg, uint64_t k)
+{
+    struct ordered_run r;
+    size_t lanes = 0;
+
+    if (ordered_init(&r, cfg->n, k) != 0)
+        return -1;
+    int64_t elapsed = striped_run(cfg->threads, &r, &lanes);
+    if (elapsed >= 0) {
+        printf("RESULT bench=striped_throughput impl=%s threads=%d "
+               "stripes=%" PRIu64 " tasks=%" PRIu64 " tasks_per_sec=%.0f "
+               "violations=%ld peak_rss_kb=%ld lanes_alive=%zu\n",
+               IMPL, cfg->threads, k, r.n, (double)r.n * 1e9 / elapsed,
+               ordered_violations(&r), peak_rss_kb(), lanes);
+        fflush(stdout);
+    }
+    ordered_fini(&r);
+    return elapsed >= 0 ? 0 : -1;
+}
+
+/* Every K of stripe_counts[], or only K=V with --variant V. */
+static int bench_striped_throughput(const struct bench_cfg *cfg)
+{
+    int failed = 0;
+
+    if (cfg->variant > 0)
+        return striped_once(cfg, (uint64_t)cfg->variant);
+    for (size_t i = 0; i < sizeof stripe_counts / sizeof *stripe_counts; i++)
+        failed |= striped_once(cfg, stripe_counts[i]) != 0;
+    return failed ? -1 : 0;
+}
+
 /* --- the bench table and the command line --- */
 
 struct bench {
@@ -522,6 +810,8 @@ static const struct bench bench_table[] = {
     {"pool_throughput", bench_pool_throughput},
     {"pool_latency", bench_pool_latency},
     {"pool_idle_cpu", bench_pool_idle_cpu},
+    {"serial_throughput", bench_serial_throughput},
+    {"striped_throughput", bench_striped_throughput},
 };
 
 #define BENCH_COUNT (sizeof bench_table / sizeof bench_table[0])
@@ -576,7 +866,8 @@ static int parse_valued(int argc, char **argv, int *i, struct bench_cfg *cfg)
 
     if (!threads && strcmp(argv[*i], "--variant") != 0)
         return 0;
-    if (*i + 1 >= argc || !parse_long(argv[*i + 1], 1, &v) || v > 65536)
+    if (*i + 1 >= argc || !parse_long(argv[*i + 1], 1, &v)
+        || v > (threads ? MAX_THREADS : MAX_VARIANT))
         return -1;
     if (threads)
         cfg->threads = (int)v;

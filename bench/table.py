@@ -36,8 +36,11 @@ METRICS = {
     "pool_latency": [("p50_ns", "lower"), ("p99_ns", "lower")],
     "pool_idle_cpu": [("idle_cpu_pct", "show")],
     "serial_throughput": [("tasks_per_sec", "higher")],
+    # lanes_alive: per-key records left after the drain (goal 0); only
+    # impls that can count them report it (serex, the JVM striped-map).
     "striped_throughput": [("tasks_per_sec", "higher"),
-                           ("peak_rss_kb", "lower")],
+                           ("peak_rss_kb", "lower"),
+                           ("lanes_alive", "show")],
     "timer_schedule_cancel": [("ops_per_sec", "higher"),
                               ("bytes_per_timer", "lower")],
     "timer_accuracy": [("p50_us", "lower"), ("p99_us", "lower")],

@@ -1,20 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * demo.c - serex in one page: a thread pool, tasks, futures, an event.
+ * demo.c - serex in one page: a pool, tasks, futures, an event, a serial
+ * and a striped executor.
  *
  * Sums the squares of 1..N in parallel: each chunk is a future on the pool;
- * then a plain task signals an event when it is done. Every status is
- * checked; the program exits non-zero on any failure.
+ * then a plain task signals an event when it is done. Then lock-free bank
+ * deposits on the same pool: in order on a serial, and per account on a
+ * striped. Every status is checked; any failure exits non-zero.
  */
 #include <serex/serex.h>
 
-#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define CHUNKS 8
 #define PER_CHUNK 1000000u
+#define ACCOUNTS 4
+#define DEPOSITS 100 /* per account: amounts 1..100, 5050 in all */
 
 struct chunk {
     uint64_t first, last, sum;
@@ -29,6 +33,31 @@ static void *sum_squares(void *arg)
     return c;
 }
 
+/* Plain fields: the serial (or the account's stripe) orders every access. */
+struct account {
+    uint64_t balance;
+    unsigned next;  /* the seq the next deposit must carry */
+    bool disorder;  /* a deposit ran out of turn */
+};
+struct deposit {
+    struct account *acct;
+    unsigned seq;   /* 0, 1, 2, ... per account; the amount is seq + 1 */
+};
+
+static void *deposit(void *arg) /* a future's task */
+{
+    struct deposit *d = arg;
+
+    d->acct->disorder |= d->seq != d->acct->next++;
+    d->acct->balance += d->seq + 1;
+    return arg;
+}
+
+static void deposit_task(void *arg) /* the same, as a plain task */
+{
+    deposit(arg);
+}
+
 static void say_done(void *arg)
 {
     serex_event_signal(arg);
@@ -41,6 +70,53 @@ static int check(int status, const char *what)
         exit(1);
     }
     return status;
+}
+
+/* Deposits as futures on a serial: on the pool, yet one at a time, in order. */
+static bool bank_serial(serex_executor *pool)
+{
+    struct account acct = {0};
+    struct deposit deps[DEPOSITS];
+    serex_future *futures[DEPOSITS];
+    serex_executor *serial;
+
+    check(serex_serial_create(pool, NULL, &serial), "serial_create");
+    for (unsigned i = 0; i < DEPOSITS; i++) {
+        deps[i] = (struct deposit){&acct, i};
+        check(serex_submit(serial, deposit, &deps[i], &futures[i]), "submit");
+    }
+    for (unsigned i = 0; i < DEPOSITS; i++) {
+        check(serex_future_wait(futures[i], SEREX_FOREVER), "future_wait");
+        serex_future_release(futures[i]);
+    }
+    check(serex_destroy(serial), "destroy serial");
+    printf("demo: %u deposits on a serial: %s, balance %llu\n", DEPOSITS,
+           acct.disorder ? "WRONG" : "in order",
+           (unsigned long long)acct.balance);
+    return !acct.disorder && acct.balance == 5050;
+}
+
+/* Interleaved deposits to several accounts, on a striped keyed by account. */
+static bool bank_striped(serex_executor *pool)
+{
+    struct account accts[ACCOUNTS] = {{0}};
+    struct deposit deps[DEPOSITS * ACCOUNTS];
+    serex_striped *striped;
+    bool ok = true;
+
+    check(serex_striped_create(pool, NULL, &striped), "striped_create");
+    for (unsigned i = 0; i < DEPOSITS * ACCOUNTS; i++) {
+        deps[i] = (struct deposit){&accts[i % ACCOUNTS], i / ACCOUNTS};
+        check(serex_striped_execute(striped, i % ACCOUNTS, deposit_task,
+                                    &deps[i]), "striped_execute");
+    }
+    /* Destroying the striped waits for its deposits. */
+    check(serex_destroy(serex_striped_executor(striped)), "destroy striped");
+    for (unsigned a = 0; a < ACCOUNTS; a++)
+        ok &= !accts[a].disorder && accts[a].balance == 5050;
+    printf("demo: %u accounts x %u deposits on a striped: %s\n", ACCOUNTS,
+           DEPOSITS, ok ? "each in order" : "WRONG");
+    return ok;
 }
 
 int main(void)
@@ -75,6 +151,8 @@ int main(void)
     printf("demo: %u futures on a 4-thread pool summed the squares of 1..%llu"
            " = %llu\n", CHUNKS, (unsigned long long)n,
            (unsigned long long)total);
+    if (!bank_serial(pool) || !bank_striped(pool))
+        return 1;
     check(serex_destroy(pool), "destroy");
     serex_event_destroy(done);
     printf("demo: ok\n");

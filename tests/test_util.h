@@ -58,4 +58,19 @@ static inline void test_pending_cb(serex_fn fn, void *arg, void *ctx)
     tp->n++;
 }
 
+/*
+ * Runs a manual executor until its queue is empty, tasks queued by the
+ * tasks it runs included (drains that requeue themselves). Bounded, so a
+ * drain that requeued itself forever fails the caller's count check
+ * instead of hanging. Returns how many tasks ran.
+ */
+static inline size_t test_run_all(serex_executor *manual)
+{
+    size_t n = 0;
+
+    while (n < ((size_t)1 << 24) && serex_manual_run_one(manual))
+        n++;
+    return n;
+}
+
 #endif /* SEREX_TEST_UTIL_H */
