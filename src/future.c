@@ -24,6 +24,7 @@
 #include "common_internal.h"
 #include "nodecache_internal.h"
 #include "park_internal.h"
+#include "serial_internal.h"
 #include "thread_internal.h"
 
 enum {
@@ -112,6 +113,8 @@ void serex__hand_back(serex_fn fn, void *arg, serex_pending_fn on_pending,
         future_unref(arg);
     } else if (on_pending != NULL) {
         on_pending(fn, arg, ctx);
+    } else {
+        serex__serial_drain_dropped(fn, arg); /* a drain holds a reference */
     }
 }
 

@@ -5,11 +5,12 @@
  *
  * --- The drain, demystified ---
  * Tasks go into a Vyukov MPSC queue (one exchange per push, see
- * mpsc_internal.h). `wip` counts tasks pushed and not yet accounted for:
- * a producer adds 1 after its push; the drain subtracts the number it ran
- * at the end of each batch; shutdown_now subtracts what it took back.
+ * mpsc_internal.h). `wip` counts tasks announced and not yet accounted
+ * for: a producer adds 1 just before its push; the drain subtracts the
+ * number it ran at the end of each batch; shutdown_now subtracts what it
+ * took back.
  *
- *   producer: push(t); if (wip++ == 0) submit the drain to the target.
+ *   producer: first = (wip++ == 0); push(t); if first, submit the drain.
  *   drain:    run up to `batch` tasks, popping each under `pop_lock`;
  *             left = (wip -= ran);
  *             left == 0: return (the queue is empty and accounted for);
@@ -23,9 +24,13 @@
  * once, and no task waits without a drain: a producer whose increment
  * comes after the drain's final decrement sees 0 and submits a new one; one
  * whose increment comes before it makes the decrement leave a remainder,
- * and the drain goes on. A remainder always means a pushed node (the push
- * comes before the increment), so the drain may have to wait for a link in
- * progress (mpsc BUSY) but never finds the queue empty while owing a task.
+ * and the drain goes on. Counting comes before pushing, so the drain can
+ * never run a task that is not counted yet: if it could, its subtraction
+ * would take `wip` below the count of live tasks, the late increment would
+ * then find 0, and a second drain would start beside the first. The price:
+ * a remainder may stand for a task whose push is still under way, so a
+ * drain that finds the queue empty while it owes tasks waits for the push
+ * (as it waits for a link in progress, mpsc BUSY).
  *
  * Why each task happens-before the next: within a drain, program order.
  * Across drains: the decrement that ends a drain is a release RMW, the
@@ -39,7 +44,9 @@
  *
  * --- Shutdown, shutdown_now, a target that refuses ---
  * `ctl` holds SHUT, STOP and BROKEN flags and, above them, the number of
- * execute calls between their flag check and their increment of `wip`.
+ * execute calls between their flag check and the end of their push (and
+ * of their drain's submission, if they start one: until then the drain
+ * holds no reference, see below).
  * shutdown_now sets STOP, waits for that number to reach 0 (so every
  * accepted push is in the queue and counted), then takes the whole queue
  * under `pop_lock` (the drain pops under the same lock, so each task has
@@ -50,15 +57,22 @@
  * the target refuses a resubmission, the drain keeps running where it is.
  *
  * --- Termination and destroy ---
- * `life` counts drains submitted and not finished (bits 0-7), a generation
- * bumped once by shutdown and once by shutdown_now (bits 8-23), and the
- * threads in await_termination (bits 24-31). A drain's very last act is to
- * decrement it and, if its old value counted a waiter, wake the parking lot
- * by address (without reading the serial), so an awaiter, which parks on
- * `life`, can free the serial the moment it sees SHUT, wip == 0 and no
- * drain. Every change an awaiter waits for changes `life`, and a waiter
- * counts itself in `life` before it looks, so no wake-up is lost; with no
- * waiter, ending a drain costs one atomic subtraction.
+ * The serial is terminated once shut down with `wip` at 0: every accepted
+ * task has run or was taken back. A drain may still be on its way out, or
+ * still queued on a target nobody runs (after shutdown_now took its tasks):
+ * termination does not wait for it. Instead every drain in flight holds a
+ * reference: `life` counts drains (bits 0-7), a DETACHED bit set by
+ * destroy (bit 8), a generation bumped by shutdown, shutdown_now and the
+ * end of work (bits 9-23), and the threads in await_termination (bits
+ * 24-31). Whoever leaves `life` with no drain and DETACHED frees the
+ * serial: destroy if no drain is in flight, else the last drain. A drain
+ * the target drops unrun (a manual executor's destroy, a pool's
+ * shutdown_now with no on_pending) releases its reference through
+ * serex__hand_back. An awaiter counts itself in `life` before it looks;
+ * a drain that takes `wip` to 0 then looks for waiters and bumps the
+ * generation: all four seq_cst, so either the drain sees the waiter or the
+ * waiter sees `wip` at 0 (no lost wake-up), and with no waiter the end of
+ * a drain costs no system call.
  */
 #include <string.h> /* memset */
 
@@ -76,10 +90,11 @@
 #define CTL_BROKEN 4u
 #define CTL_INFLIGHT 8u /* one execute between its check and its increment */
 
-#define LIFE_DRAIN 1u         /* one drain submitted and not finished */
-#define LIFE_GEN (1u << 8)    /* one shutdown or shutdown_now */
-#define LIFE_WAITER (1u << 24) /* one thread in await_termination */
-#define LIFE_DRAINS(x) ((x) & (LIFE_GEN - 1))
+#define LIFE_DRAIN 1u          /* one drain submitted and not finished */
+#define LIFE_DETACHED (1u << 8) /* destroyed: the last drain frees */
+#define LIFE_GEN (1u << 9)      /* something an awaiter waits for changed */
+#define LIFE_WAITER (1u << 24)  /* one thread in await_termination */
+#define LIFE_DRAINS(x) ((x) & (LIFE_DETACHED - 1))
 
 struct serial {
     serex_executor base;
@@ -96,7 +111,7 @@ struct serial {
     struct serex__task *head;
     struct serex__task stub;
 
-    _Atomic uint32_t life;  /* drains in flight | generation (see essay) */
+    _Atomic uint32_t life;  /* drains | DETACHED | generation | waiters */
 };
 
 static const serex_executor_ops serial_ops;
@@ -143,15 +158,30 @@ static unsigned serial_run_batch(struct serial *s)
 
 static void serial_drain(void *arg);
 
-/* A drain is over: its last touch of the serial (see the essay). */
+/* Wakes awaiters: something they wait for changed (see the essay). */
+static void serial_bump_life(struct serial *s)
+{
+    /* release: orders the change before an awaiter's re-check */
+    atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
+    serex__park_wake_all(&s->life);
+}
+
+/* wip reached 0: wake awaiters, if any (seq_cst: see the essay). */
+static void serial_idle(struct serial *s)
+{
+    if (atomic_load_explicit(&s->life, memory_order_seq_cst) >= LIFE_WAITER)
+        serial_bump_life(s);
+}
+
+/* A drain is over (run or dropped): its last touch of the serial. */
 static void serial_drain_exit(struct serial *s)
 {
-    _Atomic uint32_t *life = &s->life;
+    /* acq_rel: the last reference frees; every holder's use before it */
+    uint32_t old = atomic_fetch_sub_explicit(&s->life, LIFE_DRAIN,
+                                             memory_order_acq_rel);
 
-    /* release: the drain's tasks happen-before an awaiter that sees it gone */
-    if (atomic_fetch_sub_explicit(life, LIFE_DRAIN, memory_order_release) >=
-        LIFE_WAITER)
-        serex__park_wake_all(life); /* by address only: s may be gone now */
+    if (LIFE_DRAINS(old) == 1 && (old & LIFE_DETACHED))
+        serex__free(s);
 }
 
 static void serial_drain(void *arg)
@@ -160,21 +190,30 @@ static void serial_drain(void *arg)
     struct serex__frame frame;
 
     serex__frame_push(&frame, &s->base);
-    for (;;) {
+    for (unsigned idle = 0;; idle++) {
         unsigned ran = serial_run_batch(s);
-        /* acq_rel: see the essay (the hand-over to the next drain) */
+        /* seq_cst: the hand-over to the next drain needs acq_rel (see the
+         * essay); seq_cst also orders it before serial_idle's look */
         uint64_t left = atomic_fetch_sub_explicit(&s->wip, ran,
-                                                  memory_order_acq_rel) - ran;
+                                                  memory_order_seq_cst) - ran;
 
-        if (left == 0)
+        if (left == 0) {
+            serial_idle(s);
             break;
+        }
         /* A full batch: give the thread back, unless the target refuses
          * (it is shutting down, say): then keep going here. */
         if (ran == s->batch &&
             serex_execute(s->target, serial_drain, s) == SEREX_OK) {
             serex__frame_pop(&frame);
-            return; /* the resubmitted drain owns `life` now */
+            return; /* our reference passes to the resubmitted drain */
         }
+        if (ran != 0)
+            idle = 0;
+        else if (idle % 64 == 63) /* a counted task's push is under way */
+            serex__thread_yield();
+        else
+            serex__cpu_relax();
     }
     serex__frame_pop(&frame);
     serial_drain_exit(s);
@@ -211,21 +250,16 @@ static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
         serex__task_free(t);
         return SEREX_EREJECTED;
     }
-    serex__mpsc_push_ends(serial_queue(s), t);
-    /* acq_rel: see the essay (the 0 -> 1 hand-over) */
+    /* acq_rel: see the essay (the 0 -> 1 hand-over; count, then push) */
     first = atomic_fetch_add_explicit(&s->wip, 1, memory_order_acq_rel) == 0;
-    /* release: our push and increment before shutdown_now's acquire */
-    atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_release);
+    serex__mpsc_push_ends(serial_queue(s), t);
+    /* Still counted in flight: shutdown_now, and so await and destroy,
+     * wait until the drain we start holds its reference to the serial. */
     if (first)
         serial_start_drain(s);
+    /* release: our push and increment before shutdown_now's acquire */
+    atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_release);
     return SEREX_OK;
-}
-
-static void serial_bump_life(struct serial *s)
-{
-    /* release: orders the flag change before an awaiter's re-check */
-    atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
-    serex__park_wake_all(&s->life);
 }
 
 static void serial_shutdown(serex_executor *ex)
@@ -235,7 +269,7 @@ static void serial_shutdown(serex_executor *ex)
     /* release: nothing but the flag; awaiters re-check after the bump */
     if (!(atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_release) &
           CTL_SHUT))
-        serial_bump_life(s); /* once: the generation has 16 bits */
+        serial_bump_life(s);
 }
 
 /*
@@ -252,7 +286,10 @@ static struct serex__task *serial_take_all(struct serial *s, size_t *n)
     while (atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT)
         serex__thread_yield();
     *n = 0;
-    while ((t = serial_pop(s)) != NULL) {
+    /* One hold of pop_lock for the whole queue: the drain cannot start a
+     * task behind one we took back (the order promise 2 is about). */
+    serex__spin_lock(&s->pop_lock);
+    while ((t = serex__mpsc_pop_wait_ends(serial_queue(s))) != NULL) {
         /* relaxed: the node is ours; the list is private */
         atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
         if (last != NULL)
@@ -262,8 +299,9 @@ static struct serex__task *serial_take_all(struct serial *s, size_t *n)
         last = t;
         ++*n;
     }
-    /* acq_rel: as the drain's decrement; an awaiter sees it with acquire */
-    atomic_fetch_sub_explicit(&s->wip, *n, memory_order_acq_rel);
+    serex__spin_unlock(&s->pop_lock);
+    /* seq_cst: as the drain's decrement (callers wake awaiters) */
+    atomic_fetch_sub_explicit(&s->wip, *n, memory_order_seq_cst);
     return first;
 }
 
@@ -290,24 +328,22 @@ static size_t serial_shutdown_now(serex_executor *ex,
     struct serex__task *list;
     size_t n;
 
-    uint64_t old = atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP,
-                                            memory_order_relaxed);
-
-    list = serial_take_all(s, &n); /* orders the flags (acquire) */
-    if (!(old & CTL_STOP))
-        serial_bump_life(s); /* once: the generation has 16 bits */
+    /* relaxed: serial_take_all's acquire wait orders the flags */
+    atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP, memory_order_relaxed);
+    list = serial_take_all(s, &n);
+    serial_bump_life(s);
     serial_hand_back_list(list, on_pending, ctx);
     return n;
 }
 
-/* Shut down, nothing queued or counted, no drain in flight. */
-static bool serial_terminated(struct serial *s, uint32_t life)
+/* Shut down, and every accepted task has run or was taken back. */
+static bool serial_terminated(struct serial *s)
 {
-    /* acquire (both): pair with the drain's release decrements, so its
-     * tasks' writes are visible once we report termination */
+    /* acquire: the flag. seq_cst: wip, against serial_idle (see essay);
+     * it also pairs with the drain's release, so the tasks' writes are
+     * visible once we report termination */
     return (atomic_load_explicit(&s->ctl, memory_order_acquire) & CTL_SHUT) &&
-           LIFE_DRAINS(life) == 0 &&
-           atomic_load_explicit(&s->wip, memory_order_acquire) == 0;
+           atomic_load_explicit(&s->wip, memory_order_seq_cst) == 0;
 }
 
 static int serial_await_counted(struct serial *s, int64_t timeout_ns)
@@ -315,17 +351,14 @@ static int serial_await_counted(struct serial *s, int64_t timeout_ns)
     int64_t deadline = serex__deadline(timeout_ns);
 
     for (;;) {
-        /* acquire: pairs with serial_drain_exit and serial_bump_life */
-        uint32_t life = atomic_load_explicit(&s->life, memory_order_acquire);
+        /* relaxed: only the value to park on; the checks order */
+        uint32_t life = atomic_load_explicit(&s->life, memory_order_relaxed);
 
-        if (serial_terminated(s, life))
+        if (serial_terminated(s))
             return SEREX_OK;
         if (timeout_ns == 0 ||
             serex__park_wait(&s->life, life, deadline) == SEREX_ETIMEDOUT)
-            return serial_terminated(s, atomic_load_explicit(
-                                            &s->life, memory_order_acquire))
-                       ? SEREX_OK
-                       : SEREX_ETIMEDOUT;
+            return serial_terminated(s) ? SEREX_OK : SEREX_ETIMEDOUT;
     }
 }
 
@@ -334,11 +367,10 @@ static int serial_await(serex_executor *ex, int64_t timeout_ns)
     struct serial *s = serial_of(ex);
     int rc;
 
-    /* relaxed (both): the count only tells a finishing drain to wake us;
-     * it is an RMW on `life`, so a drain's decrement either sees it or
-     * comes before our look (coherence of one word) */
-    atomic_fetch_add_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
+    /* seq_cst: counted before we look at wip (see the essay) */
+    atomic_fetch_add_explicit(&s->life, LIFE_WAITER, memory_order_seq_cst);
     rc = serial_await_counted(s, timeout_ns);
+    /* relaxed: leaving only stops wake-ups meant for us */
     atomic_fetch_sub_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
     return rc;
 }
@@ -352,26 +384,27 @@ static bool serial_target_gone(struct serial *s)
 static void serial_destroy(serex_executor *ex)
 {
     struct serial *s = serial_of(ex);
+    uint32_t old;
 
     /*
-     * Wait for the queued tasks to run; if the drain cannot run any more
-     * (the target refused it, or has terminated), drop them instead, and
-     * stop waiting for a drain the target will never run.
+     * Wait for the queued tasks to run; if they never can (the target
+     * refused or dropped the drain, or has terminated), drop them instead.
      */
     while (serial_await(ex, 10 * INT64_C(1000000)) != SEREX_OK) {
-        bool broken = atomic_load_explicit(&s->ctl, memory_order_relaxed) &
-                      CTL_BROKEN;
-
-        if (broken || serial_target_gone(s)) {
+        if ((atomic_load_explicit(&s->ctl, memory_order_relaxed) &
+             CTL_BROKEN) ||
+            serial_target_gone(s)) {
             size_t n;
 
             serial_hand_back_list(serial_take_all(s, &n), NULL, NULL);
-            if (serial_await(ex, 0) != SEREX_OK && !serial_target_gone(s))
-                continue;
             break;
         }
     }
-    serex__free(s);
+    /* acq_rel: as in serial_drain_exit; the last holder frees */
+    old = atomic_fetch_or_explicit(&s->life, LIFE_DETACHED,
+                                   memory_order_acq_rel);
+    if (LIFE_DRAINS(old) == 0)
+        serex__free(s);
 }
 
 static const serex_executor_ops serial_ops = {
@@ -407,4 +440,16 @@ int serex_serial_create(serex_executor *target, const serex_serial_config *cfg,
 serex_executor *serex__serial_target(serex_executor *ex)
 {
     return ex->ops == &serial_ops ? serial_of(ex)->target : NULL;
+}
+
+void serex__serial_drain_dropped(serex_fn fn, void *arg)
+{
+    struct serial *s = arg;
+
+    if (fn != serial_drain)
+        return;
+    /* Its tasks can never run from here: keep them for shutdown_now or
+     * destroy, refuse new ones, and release the drain's reference. */
+    atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+    serial_drain_exit(s);
 }

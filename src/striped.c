@@ -447,20 +447,25 @@ static void striped_shutdown(serex_executor *ex)
     serex__park_wake_all(&s->life);
 }
 
-/* Appends @l's queue to the list at *@tail; returns how many. Under the
- * shard lock (and takes the pop lock: the drain pops under it too). */
+/*
+ * Appends @l's queue to the list at *@tail; returns how many. Under the
+ * shard lock. Holds the pop lock for the whole queue, so the lane's drain
+ * cannot start a task behind one taken back here.
+ */
 static size_t lane_take_all(struct lane *l, struct serex__task ***tail)
 {
     struct serex__task *t;
     size_t n = 0;
 
-    while ((t = lane_pop(l)) != NULL) {
+    serex__spin_lock(&l->pop_lock);
+    while ((t = serex__mpsc_pop_wait(&l->q)) != NULL) {
         /* relaxed: the node is ours; the list is private */
         atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
         **tail = t;
         *tail = (struct serex__task **)&t->next;
         n++;
     }
+    serex__spin_unlock(&l->pop_lock);
     return n;
 }
 
