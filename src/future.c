@@ -25,6 +25,7 @@
 #include "nodecache_internal.h"
 #include "park_internal.h"
 #include "serial_internal.h"
+#include "striped_internal.h"
 #include "thread_internal.h"
 
 enum {
@@ -114,7 +115,9 @@ void serex__hand_back(serex_fn fn, void *arg, serex_pending_fn on_pending,
     } else if (on_pending != NULL) {
         on_pending(fn, arg, ctx);
     } else {
-        serex__serial_drain_dropped(fn, arg); /* a drain holds a reference */
+        /* a wrapper's drain holds a reference: give it back */
+        serex__serial_drain_dropped(fn, arg);
+        serex__striped_task_dropped(fn, arg);
     }
 }
 

@@ -25,18 +25,22 @@
  * whose first task submits a new drain). The lock is held for a lookup
  * and a few stores, never while a task runs.
  *
- * --- Shutdown, termination ---
+ * --- Shutdown, termination, and who frees what ---
  * As in serial.c: `ctl` holds the flags and the number of execute calls in
- * flight; shutdown_now sets STOP, waits for them, then takes every lane's
- * queue under its shard lock and pop lock (each task has one taker), and
- * subtracts what it took from the lane's `wip`. A lane that is left with
- * 0 is freed by its drain, or here if its target refused the drain.
- * `life` counts live lanes and keyless tasks in flight (bits 0-39), a
- * generation bumped once by shutdown and once by shutdown_now (bits
- * 40-47), and the threads in await_termination (bits 48-63). Freeing a lane
- * ends with the decrement of `life` and, if a waiter is counted, a wake-up
- * by address, so await_termination may free the striped as soon as it
- * sees shut down and a count of 0 (see serial.c for the argument).
+ * flight (until their lane's drain, if they start one, is submitted);
+ * shutdown_now sets STOP, waits for them, then takes every lane's queue
+ * under its shard lock and pop lock (each task has one taker, and a drain
+ * cannot start a task behind one taken back), and subtracts what it took
+ * from the lane's `wip`. `life` counts accepted tasks not yet run or taken
+ * back (bits 0-39), a generation bumped once by shutdown and once by
+ * shutdown_now (bits 40-47), and the threads in await_termination (bits
+ * 48-63): the striped is terminated when shut down with a count of 0. A
+ * lane's drain or a keyless task that is still on its way out, or still
+ * queued on a target nobody runs, holds a reference (`refs`), so memory
+ * outlives termination as long as needed: destroy sets DETACHED, and
+ * whoever drops the last reference frees the striped. A lane is freed by
+ * its drain once `wip` is 0, or by shutdown_now or destroy if no drain
+ * will ever run for it (its target refused the drain).
  */
 #include <string.h> /* memset */
 
@@ -57,10 +61,12 @@
 #define CTL_BROKEN 4u
 #define CTL_INFLIGHT 8u
 
-#define LIFE_ONE UINT64_C(1)
-#define LIFE_GEN (UINT64_C(1) << 40)
-#define LIFE_WAITER (UINT64_C(1) << 48)
+#define LIFE_ONE UINT64_C(1)            /* one task accepted, not yet done */
+#define LIFE_GEN (UINT64_C(1) << 40)    /* something an awaiter waits for */
+#define LIFE_WAITER (UINT64_C(1) << 48) /* one thread in await_termination */
 #define LIFE_COUNT(x) ((x) & (LIFE_GEN - 1))
+
+#define REFS_DETACHED (UINT32_C(1) << 31) /* destroyed: the last ref frees */
 
 struct serex_striped;
 
@@ -89,6 +95,7 @@ struct serex_striped {
     unsigned batch;
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t ctl; /* CTL_* | in flight */
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t life; /* see the essay */
+    _Atomic uint32_t refs;  /* drains and keyless tasks out | DETACHED */
     _Atomic size_t lanes;   /* live lanes, for serex_striped_lanes */
     struct shard shards[SHARDS];
 };
@@ -192,9 +199,8 @@ static struct lane *lane_new(struct serex_striped *s, struct shard *sh,
     l->next = *b;
     *b = l;
     sh->count++;
-    /* relaxed: a count for serex_striped_lanes; `life` does the ordering */
+    /* relaxed: a count for serex_striped_lanes */
     atomic_fetch_add_explicit(&s->lanes, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->life, LIFE_ONE, memory_order_relaxed);
     shard_resize(sh);
     return l;
 }
@@ -210,17 +216,46 @@ static void shard_unlink(struct shard *sh, struct lane *l)
     shard_resize(sh);
 }
 
-/* Frees an unlinked lane; its last touch of the striped (see the essay). */
 static void lane_free(struct serex_striped *s, struct lane *l)
 {
-    _Atomic uint64_t *life = &s->life;
-
     serex__cache_free(SEREX__CLASS_96, l);
+    /* relaxed: a count for serex_striped_lanes */
     atomic_fetch_sub_explicit(&s->lanes, 1, memory_order_relaxed);
-    /* release: the lane's tasks happen-before an awaiter that sees 0 */
-    if (atomic_fetch_sub_explicit(life, LIFE_ONE, memory_order_release) >=
-        LIFE_WAITER)
-        serex__park_wake_all(life); /* by address only: s may be gone */
+}
+
+/* --- life and references --- */
+
+static void striped_free(struct serex_striped *s);
+
+/* @n tasks were run or taken back: wake awaiters if that was the last. */
+static void striped_account(struct serex_striped *s, uint64_t n)
+{
+    /* seq_cst: against an awaiter counting itself, then reading the
+     * count (see serial.c): one of the two sees the other. Release: the
+     * tasks' writes before an awaiter that sees the count at 0. */
+    uint64_t old = atomic_fetch_sub_explicit(&s->life, n * LIFE_ONE,
+                                             memory_order_seq_cst);
+
+    if (LIFE_COUNT(old) == n && old >= LIFE_WAITER) {
+        atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
+        serex__park_wake_all(&s->life);
+    }
+}
+
+static void striped_ref(struct serex_striped *s)
+{
+    /* relaxed: taken by a holder of another reference, or by a producer
+     * still counted in flight (destroy cannot have begun) */
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+
+/* Drops a reference: the last one after destroy frees the striped. */
+static void striped_unref(struct serex_striped *s)
+{
+    /* acq_rel: every holder's use happens-before the free */
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) ==
+        REFS_DETACHED + 1)
+        striped_free(s);
 }
 
 /* --- the lane drain --- */
@@ -265,6 +300,8 @@ static bool lane_settle(struct serex_striped *s, struct lane *l, unsigned ran)
     serex__spin_unlock(&sh->lock);
     if (left == 0)
         lane_free(s, l);
+    if (ran != 0)
+        striped_account(s, ran);
     return left == 0;
 }
 
@@ -281,25 +318,62 @@ static void lane_drain(void *arg)
         if (lane_settle(s, l, ran))
             break;
         if (ran == s->batch &&
-            serex_execute(s->target, lane_drain, l) == SEREX_OK)
-            break; /* the resubmitted drain owns the lane now */
+            serex_execute(s->target, lane_drain, l) == SEREX_OK) {
+            serex__frame_pop(&frame);
+            return; /* our reference passes to the resubmitted drain */
+        }
     }
     serex__frame_pop(&frame);
+    striped_unref(s);
+}
+
+/*
+ * The target refused a new lane's drain. If ours is the lane's only task,
+ * undo it all (the caller reports the target's status: nothing queued);
+ * else others queued behind it: keep the lane for shutdown_now (BROKEN).
+ * Returns whether it was undone.
+ */
+static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
+{
+    struct shard *sh = shard_of(s, hash);
+    struct serex__task *t = NULL;
+    bool undo;
+
+    serex__spin_lock(&sh->lock);
+    /* relaxed: wip changes under this lock only now (no drain runs) */
+    undo = atomic_load_explicit(&l->wip, memory_order_relaxed) == 1;
+    if (undo) {
+        serex__spin_lock(&l->pop_lock);
+        t = serex__mpsc_pop_wait(&l->q); /* ours: the only one */
+        serex__spin_unlock(&l->pop_lock);
+        atomic_store_explicit(&l->wip, 0, memory_order_relaxed);
+        shard_unlink(sh, l);
+    } else {
+        l->broken = true;
+    }
+    serex__spin_unlock(&sh->lock);
+    if (undo) {
+        serex__task_free(t);
+        lane_free(s, l);
+        /* relaxed: our own increment, never seen by an awaiter as done */
+        atomic_fetch_sub_explicit(&s->life, LIFE_ONE, memory_order_relaxed);
+    } else {
+        atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+    }
+    return undo;
 }
 
 /* The submission that found `wip` at 0: start the lane's drain. */
-static void lane_start(struct serex_striped *s, struct lane *l, uint64_t hash)
+static int lane_start(struct serex_striped *s, struct lane *l, uint64_t hash)
 {
-    struct shard *sh;
+    int rc;
 
-    if (serex_execute(s->target, lane_drain, l) == SEREX_OK)
-        return;
-    /* Refused: keep the lane's tasks for shutdown_now; refuse new ones. */
-    atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
-    sh = shard_of(s, hash);
-    serex__spin_lock(&sh->lock);
-    l->broken = true;
-    serex__spin_unlock(&sh->lock);
+    striped_ref(s); /* the drain's */
+    rc = serex_execute(s->target, lane_drain, l);
+    if (rc == SEREX_OK)
+        return SEREX_OK;
+    striped_unref(s);
+    return lane_refused(s, l, hash) ? rc : SEREX_OK;
 }
 
 /* --- submission --- */
@@ -357,17 +431,22 @@ int serex_striped_execute(serex_striped *s, uint64_t key, serex_fn fn,
     if ((t = serex__task_new(fn, arg)) == NULL)
         return SEREX_ENOMEM;
     rc = striped_enter(s);
-    if (rc == SEREX_OK) {
-        rc = striped_push(s, key, hash, t, &start);
-        striped_leave(s);
-    }
     if (rc != SEREX_OK) {
         serex__task_free(t);
         return rc;
     }
-    if (start != NULL)
-        lane_start(s, start, hash);
-    return SEREX_OK;
+    /* relaxed: ordered before the task can be run and accounted for (the
+     * queue orders that), so the count never goes below what is out */
+    atomic_fetch_add_explicit(&s->life, LIFE_ONE, memory_order_relaxed);
+    rc = striped_push(s, key, hash, t, &start);
+    if (rc != SEREX_OK) {
+        atomic_fetch_sub_explicit(&s->life, LIFE_ONE, memory_order_relaxed);
+        serex__task_free(t);
+    } else if (start != NULL) {
+        rc = lane_start(s, start, hash); /* still in flight: see essay */
+    }
+    striped_leave(s);
+    return rc;
 }
 
 int serex_striped_submit(serex_striped *s, uint64_t key, serex_call_fn fn,
@@ -398,17 +477,14 @@ int serex_striped_submit(serex_striped *s, uint64_t key, serex_call_fn fn,
 static void keyless_run(void *arg)
 {
     struct keyless k = *(struct keyless *)arg;
-    _Atomic uint64_t *life = &k.s->life;
     struct serex__frame frame;
 
     serex__cache_free(SEREX__CLASS_32, arg);
     serex__frame_push(&frame, &k.s->face);
     k.fn(k.arg);
     serex__frame_pop(&frame);
-    /* release: the task happens-before an awaiter that sees 0 */
-    if (atomic_fetch_sub_explicit(life, LIFE_ONE, memory_order_release) >=
-        LIFE_WAITER)
-        serex__park_wake_all(life); /* by address only: s may be gone */
+    striped_account(k.s, 1);
+    striped_unref(k.s);
 }
 
 static int striped_face_execute(serex_executor *ex, serex_fn fn, void *arg)
@@ -422,13 +498,16 @@ static int striped_face_execute(serex_executor *ex, serex_fn fn, void *arg)
     *k = (struct keyless){fn, arg, s};
     rc = striped_enter(s);
     if (rc == SEREX_OK) {
-        /* relaxed: ordered before the submission, which orders it */
+        /* relaxed: as in serex_striped_execute */
         atomic_fetch_add_explicit(&s->life, LIFE_ONE, memory_order_relaxed);
-        striped_leave(s);
+        striped_ref(s);
         rc = serex_execute(s->target, keyless_run, k);
-        if (rc != SEREX_OK)
+        if (rc != SEREX_OK) {
             atomic_fetch_sub_explicit(&s->life, LIFE_ONE,
                                       memory_order_relaxed);
+            striped_unref(s);
+        }
+        striped_leave(s);
     }
     if (rc != SEREX_OK)
         serex__cache_free(SEREX__CLASS_32, k);
@@ -471,11 +550,11 @@ static size_t lane_take_all(struct lane *l, struct serex__task ***tail)
 
 /*
  * Takes every lane's queue (each in order) onto a private list, and frees
- * the lanes that no drain will free: those left with nothing whose drain
- * the target refused, and, if @target_gone, every lane left with nothing.
+ * the lanes no drain will ever free (their target refused the drain).
+ * Accounts for what it took.
  */
-static struct serex__task *striped_take_all(struct serex_striped *s, size_t *count,
-                                            bool target_gone)
+static struct serex__task *striped_take_all(struct serex_striped *s,
+                                            size_t *count)
 {
     struct serex__task *first = NULL, **tail = &first;
 
@@ -499,7 +578,7 @@ static struct serex__task *striped_take_all(struct serex_striped *s, size_t *cou
                 /* acq_rel: as a drain's decrement */
                 left = atomic_fetch_sub_explicit(&l->wip, n,
                                                  memory_order_acq_rel) - n;
-                if (left == 0 && (l->broken || target_gone)) {
+                if (left == 0 && l->broken) {
                     shard_unlink(sh, l); /* may rehash: restart the shard */
                     serex__spin_unlock(&sh->lock);
                     lane_free(s, l);
@@ -511,6 +590,8 @@ static struct serex__task *striped_take_all(struct serex_striped *s, size_t *cou
         }
         serex__spin_unlock(&sh->lock);
     }
+    if (*count != 0)
+        striped_account(s, *count);
     return first;
 }
 
@@ -539,7 +620,7 @@ static size_t striped_shutdown_now(serex_executor *ex,
     uint64_t old = atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP,
                                             memory_order_relaxed);
 
-    list = striped_take_all(s, &n, false); /* orders the flags (acquire) */
+    list = striped_take_all(s, &n); /* orders the flags (acquire) */
     if (!(old & CTL_STOP)) { /* once: the generation has 8 bits */
         atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
         serex__park_wake_all(&s->life);
@@ -596,22 +677,27 @@ static void striped_free(struct serex_striped *s)
 static void striped_destroy(serex_executor *ex)
 {
     struct serex_striped *s = striped_of(ex);
+    uint32_t old;
 
     /*
-     * Wait for every lane to drain; if the target has terminated (it can
-     * run nothing more) or refused a drain, drop what is left instead.
+     * Wait for every accepted task; if some never can run (the target
+     * refused a drain, or has terminated), drop them instead.
      */
     while (striped_await(ex, 10 * INT64_C(1000000)) != SEREX_OK) {
-        bool gone = serex_await_termination(s->target, 0) == SEREX_OK;
-        size_t n;
+        if ((atomic_load_explicit(&s->ctl, memory_order_relaxed) &
+             CTL_BROKEN) ||
+            serex_await_termination(s->target, 0) == SEREX_OK) {
+            size_t n;
 
-        if (gone || (atomic_load_explicit(&s->ctl, memory_order_relaxed) &
-                     CTL_BROKEN))
-            hand_back_list(striped_take_all(s, &n, gone), NULL, NULL);
-        if (gone)
-            break; /* keyless tasks the target dropped will never end */
+            hand_back_list(striped_take_all(s, &n), NULL, NULL);
+            break;
+        }
     }
-    striped_free(s);
+    /* acq_rel: as in striped_unref; the last holder frees */
+    old = atomic_fetch_or_explicit(&s->refs, REFS_DETACHED,
+                                   memory_order_acq_rel);
+    if (old == 0)
+        striped_free(s);
 }
 
 static const serex_executor_ops striped_ops = {
@@ -667,4 +753,28 @@ size_t serex_striped_lanes(serex_striped *s)
 serex_executor *serex__striped_target(serex_executor *ex)
 {
     return ex->ops == &striped_ops ? striped_of(ex)->target : NULL;
+}
+
+void serex__striped_task_dropped(serex_fn fn, void *arg)
+{
+    if (fn == lane_drain) {
+        struct lane *l = arg;
+        struct serex_striped *s = l->s;
+        struct shard *sh = shard_of(s, key_hash(l->key));
+
+        /* Its tasks can never run from here: keep them for shutdown_now or
+         * destroy (which also free the lane), refuse new ones, and release
+         * the drain's reference. */
+        serex__spin_lock(&sh->lock);
+        l->broken = true;
+        serex__spin_unlock(&sh->lock);
+        atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+        striped_unref(s);
+    } else if (fn == keyless_run) {
+        struct keyless k = *(struct keyless *)arg;
+
+        serex__cache_free(SEREX__CLASS_32, arg);
+        striped_account(k.s, 1); /* dropped: done, as far as we can know */
+        striped_unref(k.s);
+    }
 }
