@@ -32,13 +32,15 @@
  * under its shard lock and pop lock (each task has one taker, and a drain
  * cannot start a task behind one taken back), and subtracts what it took
  * from the lane's `wip`. `life` counts accepted tasks not yet run or taken
- * back (bits 0-39), a generation bumped once by shutdown and once by
- * shutdown_now (bits 40-47), and the threads in await_termination (bits
- * 48-63): the striped is terminated when shut down with a count of 0. A
- * lane's drain or a keyless task that is still on its way out, or still
- * queued on a target nobody runs, holds a reference (`refs`), so memory
- * outlives termination as long as needed: destroy sets DETACHED, and
- * whoever drops the last reference frees the striped. A lane is freed by
+ * back, the references held by lane drains and keyless tasks in flight,
+ * two bits flipped by shutdown and shutdown_now, the threads in
+ * await_termination, and a DETACHED bit. The striped is terminated when
+ * shut down with no task counted. A drain still on its way out, or still
+ * queued on a target nobody runs, holds a reference, so memory outlives
+ * termination as long as needed: destroy sets DETACHED, and whoever drops
+ * the last reference frees the striped. A drain that ends settles its
+ * tasks and drops its reference in one subtraction, so a lane's episode
+ * costs one atomic operation on the shared word at each end. A lane is freed by
  * its drain once `wip` is 0, or by shutdown_now or destroy if no drain
  * will ever run for it (its target refused the drain).
  */
@@ -61,30 +63,51 @@
 #define CTL_BROKEN 4u
 #define CTL_INFLIGHT 8u
 
-#define LIFE_ONE UINT64_C(1)            /* one task accepted, not yet done */
-#define LIFE_GEN (UINT64_C(1) << 40)    /* something an awaiter waits for */
-#define LIFE_WAITER (UINT64_C(1) << 48) /* one thread in await_termination */
-#define LIFE_COUNT(x) ((x) & (LIFE_GEN - 1))
-
-#define REFS_DETACHED (UINT32_C(1) << 31) /* destroyed: the last ref frees */
+/* `life`, one word so that a drain settles tasks and its reference in one
+ * atomic operation (see the essay). */
+#define LIFE_TASK UINT64_C(1)            /* bits 0-31: tasks not yet done */
+#define LIFE_REF (UINT64_C(1) << 32)     /* bits 32-53: drains, keyless out */
+#define LIFE_GEN (UINT64_C(1) << 54)     /* bits 54-55: flipped by shutdowns */
+#define LIFE_WAITER (UINT64_C(1) << 56)  /* bits 56-62: threads in await */
+#define LIFE_DETACHED (UINT64_C(1) << 63) /* destroyed: the last ref frees */
+#define LIFE_TASKS(x) ((x) & (LIFE_REF - 1))
+#define LIFE_REFS(x) (((x) & (LIFE_GEN - 1)) >> 32)
+#define LIFE_WAITERS(x) (((x) & (LIFE_DETACHED - 1)) >> 56)
 
 struct serex_striped;
 
+/*
+ * Two cache lines: what producers write (the queue's tail, `wip`) and read
+ * (the chain, the key) apart from what the drain writes (the queue's head
+ * and stub, the pop lock), or every push would bounce the drain's line.
+ */
 struct lane {
-    struct serex__mpsc q;
+    /* Producers' line. */
+    _Alignas(SEREX__CACHELINE) struct serex__task *_Atomic tail;
     _Atomic uint64_t wip;   /* pushed and not yet accounted for */
     struct lane *next;      /* the shard's chain, under its lock */
     uint64_t key;
     struct serex_striped *s;
-    serex__spinlock pop_lock;
     bool broken;            /* the target refused its drain; under shard lock */
+    bool unlinked;          /* taken out of the map by shutdown_now, drain
+                               pending; under shard lock */
+
+    /* The drain's line. */
+    _Alignas(SEREX__CACHELINE) serex__spinlock pop_lock;
+    struct serex__task *head;
+    struct serex__task stub;
 };
 
-_Static_assert(sizeof(struct lane) <= 96, "a lane fits cache class 96");
+_Static_assert(sizeof(struct lane) <= 128, "a lane fits cache class 128");
+
+static struct serex__mpsc_ends lane_queue(struct lane *l)
+{
+    return (struct serex__mpsc_ends){&l->tail, &l->head, &l->stub};
+}
 
 struct shard {
     _Alignas(SEREX__CACHELINE) serex__spinlock lock;
-    size_t count;           /* lanes in the table */
+    _Atomic size_t count;   /* lanes in the table; written under lock */
     size_t mask;            /* buckets - 1 */
     struct lane **buckets;
 };
@@ -95,8 +118,6 @@ struct serex_striped {
     unsigned batch;
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t ctl; /* CTL_* | in flight */
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t life; /* see the essay */
-    _Atomic uint32_t refs;  /* drains and keyless tasks out | DETACHED */
-    _Atomic size_t lanes;   /* live lanes, for serex_striped_lanes */
     struct shard shards[SHARDS];
 };
 
@@ -129,6 +150,12 @@ static uint64_t key_hash(uint64_t key)
 static struct shard *shard_of(struct serex_striped *s, uint64_t hash)
 {
     return &s->shards[hash >> 56 & (SHARDS - 1)];
+}
+
+static size_t sh_count(struct shard *sh)
+{
+    /* relaxed: callers hold the shard lock, which orders every change */
+    return atomic_load_explicit(&sh->count, memory_order_relaxed);
 }
 
 static struct lane **bucket_of(struct shard *sh, uint64_t hash)
@@ -165,9 +192,9 @@ static void shard_resize(struct shard *sh)
     size_t n = sh->mask + 1, want = n;
     struct lane **b;
 
-    if (sh->count > 2 * n)
+    if (sh_count(sh) > 2 * n)
         want = n * 2;
-    else if (n > BUCKETS_SHRINK && sh->count < n / 16)
+    else if (n > BUCKETS_SHRINK && sh_count(sh) < n / 16)
         want = n / 2;
     if (want == n || (b = serex__calloc(want, sizeof *b)) == NULL)
         return;
@@ -186,21 +213,21 @@ static struct lane *shard_find(struct shard *sh, uint64_t hash, uint64_t key)
 static struct lane *lane_new(struct serex_striped *s, struct shard *sh,
                              uint64_t hash, uint64_t key)
 {
-    struct lane *l = serex__cache_alloc(SEREX__CLASS_96);
+    struct lane *l = serex__cache_alloc(SEREX__CLASS_128);
     struct lane **b;
 
     if (l == NULL)
         return NULL;
     memset(l, 0, sizeof *l);
-    serex__mpsc_init(&l->q);
+    serex__mpsc_init_ends(lane_queue(l));
     l->key = key;
     l->s = s;
     b = bucket_of(sh, hash);
     l->next = *b;
     *b = l;
-    sh->count++;
-    /* relaxed: a count for serex_striped_lanes */
-    atomic_fetch_add_explicit(&s->lanes, 1, memory_order_relaxed);
+    /* relaxed (every count change): under the shard lock; read relaxed
+     * by serex_striped_lanes, a snapshot */
+    atomic_store_explicit(&sh->count, sh_count(sh) + 1, memory_order_relaxed);
     shard_resize(sh);
     return l;
 }
@@ -212,49 +239,51 @@ static void shard_unlink(struct shard *sh, struct lane *l)
     while (*p != l)
         p = &(*p)->next;
     *p = l->next;
-    sh->count--;
+    atomic_store_explicit(&sh->count, sh_count(sh) - 1, memory_order_relaxed);
     shard_resize(sh);
 }
 
-static void lane_free(struct serex_striped *s, struct lane *l)
+static void lane_free(struct lane *l)
 {
-    serex__cache_free(SEREX__CLASS_96, l);
-    /* relaxed: a count for serex_striped_lanes */
-    atomic_fetch_sub_explicit(&s->lanes, 1, memory_order_relaxed);
+    serex__cache_free(SEREX__CLASS_128, l);
 }
 
 /* --- life and references --- */
 
 static void striped_free(struct serex_striped *s);
 
-/* @n tasks were run or taken back: wake awaiters if that was the last. */
-static void striped_account(struct serex_striped *s, uint64_t n)
+/* Counts @tasks more accepted and @refs more references out. */
+static void life_take(struct serex_striped *s, uint64_t tasks, uint64_t refs)
 {
-    /* seq_cst: against an awaiter counting itself, then reading the
-     * count (see serial.c): one of the two sees the other. Release: the
-     * tasks' writes before an awaiter that sees the count at 0. */
-    uint64_t old = atomic_fetch_sub_explicit(&s->life, n * LIFE_ONE,
-                                             memory_order_seq_cst);
-
-    if (LIFE_COUNT(old) == n && old >= LIFE_WAITER) {
-        atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
-        serex__park_wake_all(&s->life);
-    }
+    /* relaxed: ordered before the tasks can be run and settled (the queue
+     * and the target order that), so the counts never go below what is
+     * out; taken by a holder of a reference or by a producer counted in
+     * flight, so destroy cannot have decided to free meanwhile */
+    atomic_fetch_add_explicit(&s->life, tasks * LIFE_TASK + refs * LIFE_REF,
+                              memory_order_relaxed);
 }
 
-static void striped_ref(struct serex_striped *s)
+/*
+ * @tasks were run or taken back, and @refs references are dropped: wakes
+ * awaiters if no task is left, frees the striped if it was destroyed and
+ * that was the last reference. May be the caller's last touch of @s.
+ */
+static void life_give(struct serex_striped *s, uint64_t tasks, uint64_t refs)
 {
-    /* relaxed: taken by a holder of another reference, or by a producer
-     * still counted in flight (destroy cannot have begun) */
-    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
-}
+    _Atomic uint64_t *life = &s->life;
+    /*
+     * seq_cst: against an awaiter counting itself and then reading the
+     * count (see serial.c): one of the two sees the other. Its release
+     * half orders the tasks' writes before an awaiter that sees 0, and
+     * every use of the striped before a free by another holder.
+     */
+    uint64_t old = atomic_fetch_sub_explicit(
+        life, tasks * LIFE_TASK + refs * LIFE_REF, memory_order_seq_cst);
+    uint64_t now = old - tasks * LIFE_TASK - refs * LIFE_REF;
 
-/* Drops a reference: the last one after destroy frees the striped. */
-static void striped_unref(struct serex_striped *s)
-{
-    /* acq_rel: every holder's use happens-before the free */
-    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) ==
-        REFS_DETACHED + 1)
+    if (tasks != 0 && LIFE_TASKS(now) == 0 && LIFE_WAITERS(old) != 0)
+        serex__park_wake_all(life); /* by address only */
+    if (refs != 0 && LIFE_REFS(now) == 0 && (now & LIFE_DETACHED))
         striped_free(s);
 }
 
@@ -265,7 +294,7 @@ static struct serex__task *lane_pop(struct lane *l)
     struct serex__task *t;
 
     serex__spin_lock(&l->pop_lock);
-    t = serex__mpsc_pop_wait(&l->q);
+    t = serex__mpsc_pop_wait_ends(lane_queue(l));
     serex__spin_unlock(&l->pop_lock);
     return t;
 }
@@ -295,13 +324,11 @@ static bool lane_settle(struct serex_striped *s, struct lane *l, unsigned ran)
     serex__spin_lock(&sh->lock);
     /* acq_rel: the hand-over to the next drain, as in serial.c */
     left = atomic_fetch_sub_explicit(&l->wip, ran, memory_order_acq_rel) - ran;
-    if (left == 0)
+    if (left == 0 && !l->unlinked) /* else shutdown_now took it out */
         shard_unlink(sh, l);
     serex__spin_unlock(&sh->lock);
     if (left == 0)
-        lane_free(s, l);
-    if (ran != 0)
-        striped_account(s, ran);
+        lane_free(l);
     return left == 0;
 }
 
@@ -315,16 +342,20 @@ static void lane_drain(void *arg)
     for (;;) {
         unsigned ran = lane_run_batch(l, s->batch);
 
-        if (lane_settle(s, l, ran))
-            break;
+        if (lane_settle(s, l, ran)) {
+            serex__frame_pop(&frame);
+            life_give(s, ran, 1); /* the tasks and our reference: last touch */
+            return;
+        }
         if (ran == s->batch &&
             serex_execute(s->target, lane_drain, l) == SEREX_OK) {
             serex__frame_pop(&frame);
-            return; /* our reference passes to the resubmitted drain */
+            life_give(s, ran, 0); /* our reference passes on */
+            return;
         }
+        if (ran != 0)
+            life_give(s, ran, 0);
     }
-    serex__frame_pop(&frame);
-    striped_unref(s);
 }
 
 /*
@@ -344,7 +375,7 @@ static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
     undo = atomic_load_explicit(&l->wip, memory_order_relaxed) == 1;
     if (undo) {
         serex__spin_lock(&l->pop_lock);
-        t = serex__mpsc_pop_wait(&l->q); /* ours: the only one */
+        t = serex__mpsc_pop_wait_ends(lane_queue(l)); /* ours: the only one */
         serex__spin_unlock(&l->pop_lock);
         atomic_store_explicit(&l->wip, 0, memory_order_relaxed);
         shard_unlink(sh, l);
@@ -354,9 +385,8 @@ static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
     serex__spin_unlock(&sh->lock);
     if (undo) {
         serex__task_free(t);
-        lane_free(s, l);
-        /* relaxed: our own increment, never seen by an awaiter as done */
-        atomic_fetch_sub_explicit(&s->life, LIFE_ONE, memory_order_relaxed);
+        lane_free(l);
+        life_give(s, 1, 0); /* our task: never ran, never will */
     } else {
         atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
     }
@@ -368,11 +398,11 @@ static int lane_start(struct serex_striped *s, struct lane *l, uint64_t hash)
 {
     int rc;
 
-    striped_ref(s); /* the drain's */
+    life_take(s, 0, 1); /* the drain's reference */
     rc = serex_execute(s->target, lane_drain, l);
     if (rc == SEREX_OK)
         return SEREX_OK;
-    striped_unref(s);
+    life_give(s, 0, 1);
     return lane_refused(s, l, hash) ? rc : SEREX_OK;
 }
 
@@ -410,7 +440,7 @@ static int striped_push(struct serex_striped *s, uint64_t key, uint64_t hash,
         serex__spin_unlock(&sh->lock);
         return SEREX_ENOMEM;
     }
-    serex__mpsc_push(&l->q, t);
+    serex__mpsc_push_ends(lane_queue(l), t);
     /* acq_rel: the 0 -> 1 hand-over (see serial.c) */
     prev = atomic_fetch_add_explicit(&l->wip, 1, memory_order_acq_rel);
     serex__spin_unlock(&sh->lock);
@@ -435,12 +465,10 @@ int serex_striped_execute(serex_striped *s, uint64_t key, serex_fn fn,
         serex__task_free(t);
         return rc;
     }
-    /* relaxed: ordered before the task can be run and accounted for (the
-     * queue orders that), so the count never goes below what is out */
-    atomic_fetch_add_explicit(&s->life, LIFE_ONE, memory_order_relaxed);
+    life_take(s, 1, 0);
     rc = striped_push(s, key, hash, t, &start);
     if (rc != SEREX_OK) {
-        atomic_fetch_sub_explicit(&s->life, LIFE_ONE, memory_order_relaxed);
+        life_give(s, 1, 0);
         serex__task_free(t);
     } else if (start != NULL) {
         rc = lane_start(s, start, hash); /* still in flight: see essay */
@@ -483,8 +511,7 @@ static void keyless_run(void *arg)
     serex__frame_push(&frame, &k.s->face);
     k.fn(k.arg);
     serex__frame_pop(&frame);
-    striped_account(k.s, 1);
-    striped_unref(k.s);
+    life_give(k.s, 1, 1);
 }
 
 static int striped_face_execute(serex_executor *ex, serex_fn fn, void *arg)
@@ -498,15 +525,10 @@ static int striped_face_execute(serex_executor *ex, serex_fn fn, void *arg)
     *k = (struct keyless){fn, arg, s};
     rc = striped_enter(s);
     if (rc == SEREX_OK) {
-        /* relaxed: as in serex_striped_execute */
-        atomic_fetch_add_explicit(&s->life, LIFE_ONE, memory_order_relaxed);
-        striped_ref(s);
+        life_take(s, 1, 1);
         rc = serex_execute(s->target, keyless_run, k);
-        if (rc != SEREX_OK) {
-            atomic_fetch_sub_explicit(&s->life, LIFE_ONE,
-                                      memory_order_relaxed);
-            striped_unref(s);
-        }
+        if (rc != SEREX_OK)
+            life_give(s, 1, 1);
         striped_leave(s);
     }
     if (rc != SEREX_OK)
@@ -522,7 +544,7 @@ static void striped_shutdown(serex_executor *ex)
         CTL_SHUT)
         return; /* once: the generation has 8 bits */
     /* release: the flag before an awaiter's re-check of `life` */
-    atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
+    atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_release);
     serex__park_wake_all(&s->life);
 }
 
@@ -537,7 +559,7 @@ static size_t lane_take_all(struct lane *l, struct serex__task ***tail)
     size_t n = 0;
 
     serex__spin_lock(&l->pop_lock);
-    while ((t = serex__mpsc_pop_wait(&l->q)) != NULL) {
+    while ((t = serex__mpsc_pop_wait_ends(lane_queue(l))) != NULL) {
         /* relaxed: the node is ours; the list is private */
         atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
         **tail = t;
@@ -553,45 +575,76 @@ static size_t lane_take_all(struct lane *l, struct serex__task ***tail)
  * the lanes no drain will ever free (their target refused the drain).
  * Accounts for what it took.
  */
+/*
+ * Empties one shard's lanes onto the list at *@tail, unlinking the lanes
+ * left with nothing: the keys have no task any more, so they have no lane
+ * (serex_striped_lanes says 0). A lane whose drain is still pending is
+ * freed by that drain; one whose drain the target refused, here. Under
+ * the shard lock.
+ */
+static size_t shard_take_all(struct shard *sh, struct serex__task ***tail,
+                             struct lane **dead)
+{
+    size_t count = 0;
+
+    for (size_t b = 0; b <= sh->mask; b++) {
+        struct lane **pl = &sh->buckets[b];
+
+        while (*pl != NULL) {
+            struct lane *l = *pl;
+            size_t n = lane_take_all(l, tail);
+            /* acq_rel: as a drain's decrement */
+            uint64_t left = atomic_fetch_sub_explicit(&l->wip, n,
+                                                      memory_order_acq_rel) -
+                            n;
+
+            count += n;
+            if (left != 0) {
+                pl = &l->next;
+                continue;
+            }
+            *pl = l->next; /* unlink without resizing: we are iterating */
+            atomic_store_explicit(&sh->count, sh_count(sh) - 1,
+                                  memory_order_relaxed);
+            if (l->broken) { /* no drain will come: free it (later) */
+                l->next = *dead;
+                *dead = l;
+            } else {
+                l->unlinked = true;
+            }
+        }
+    }
+    shard_resize(sh);
+    return count;
+}
+
+/*
+ * Takes every lane's queue (each in order) onto a private list; accounts
+ * for what it took.
+ */
 static struct serex__task *striped_take_all(struct serex_striped *s,
                                             size_t *count)
 {
     struct serex__task *first = NULL, **tail = &first;
+    struct lane *dead = NULL;
 
     /* acquire: pairs with striped_leave; then every push is in a lane */
     while (atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT)
         serex__thread_yield();
     *count = 0;
     for (unsigned i = 0; i < SHARDS; i++) {
-        struct shard *sh = &s->shards[i];
+        serex__spin_lock(&s->shards[i].lock);
+        *count += shard_take_all(&s->shards[i], &tail, &dead);
+        serex__spin_unlock(&s->shards[i].lock);
+    }
+    while (dead != NULL) {
+        struct lane *next = dead->next;
 
-        serex__spin_lock(&sh->lock);
-        for (size_t b = 0; b <= sh->mask; b++) {
-            struct lane *l = sh->buckets[b], *next;
-
-            for (; l != NULL; l = next) {
-                size_t n = lane_take_all(l, &tail);
-                uint64_t left;
-
-                next = l->next;
-                *count += n;
-                /* acq_rel: as a drain's decrement */
-                left = atomic_fetch_sub_explicit(&l->wip, n,
-                                                 memory_order_acq_rel) - n;
-                if (left == 0 && l->broken) {
-                    shard_unlink(sh, l); /* may rehash: restart the shard */
-                    serex__spin_unlock(&sh->lock);
-                    lane_free(s, l);
-                    serex__spin_lock(&sh->lock);
-                    b = (size_t)-1;
-                    break;
-                }
-            }
-        }
-        serex__spin_unlock(&sh->lock);
+        lane_free(dead);
+        dead = next;
     }
     if (*count != 0)
-        striped_account(s, *count);
+        life_give(s, *count, 0);
     return first;
 }
 
@@ -622,7 +675,8 @@ static size_t striped_shutdown_now(serex_executor *ex,
 
     list = striped_take_all(s, &n); /* orders the flags (acquire) */
     if (!(old & CTL_STOP)) { /* once: the generation has 8 bits */
-        atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
+        atomic_fetch_xor_explicit(&s->life, LIFE_GEN << 1,
+                                  memory_order_release);
         serex__park_wake_all(&s->life);
     }
     hand_back_list(list, on_pending, ctx);
@@ -633,7 +687,7 @@ static bool striped_terminated(struct serex_striped *s, uint64_t life)
 {
     /* acquire: the flag; `life` was loaded with acquire by the caller */
     return (atomic_load_explicit(&s->ctl, memory_order_acquire) & CTL_SHUT) &&
-           LIFE_COUNT(life) == 0;
+           LIFE_TASKS(life) == 0;
 }
 
 static int striped_await_counted(struct serex_striped *s, int64_t timeout_ns)
@@ -660,9 +714,10 @@ static int striped_await(serex_executor *ex, int64_t timeout_ns)
     struct serex_striped *s = striped_of(ex);
     int rc;
 
-    /* relaxed (both): see serial_await */
-    atomic_fetch_add_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
+    /* seq_cst: counted before we look at the count (see life_give) */
+    atomic_fetch_add_explicit(&s->life, LIFE_WAITER, memory_order_seq_cst);
     rc = striped_await_counted(s, timeout_ns);
+    /* relaxed: leaving only stops wake-ups meant for us */
     atomic_fetch_sub_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
     return rc;
 }
@@ -677,7 +732,7 @@ static void striped_free(struct serex_striped *s)
 static void striped_destroy(serex_executor *ex)
 {
     struct serex_striped *s = striped_of(ex);
-    uint32_t old;
+    uint64_t old;
 
     /*
      * Wait for every accepted task; if some never can run (the target
@@ -693,10 +748,10 @@ static void striped_destroy(serex_executor *ex)
             break;
         }
     }
-    /* acq_rel: as in striped_unref; the last holder frees */
-    old = atomic_fetch_or_explicit(&s->refs, REFS_DETACHED,
+    /* acq_rel: as in life_give; the last holder frees */
+    old = atomic_fetch_or_explicit(&s->life, LIFE_DETACHED,
                                    memory_order_acq_rel);
-    if (old == 0)
+    if (LIFE_REFS(old) == 0)
         striped_free(s);
 }
 
@@ -744,10 +799,13 @@ serex_executor *serex_striped_executor(serex_striped *s)
 
 size_t serex_striped_lanes(serex_striped *s)
 {
-    /* relaxed: a snapshot */
-    return s != NULL ? atomic_load_explicit(&s->lanes,
-                                            memory_order_relaxed)
-                     : 0;
+    size_t n = 0;
+
+    if (s == NULL)
+        return 0;
+    for (unsigned i = 0; i < SHARDS; i++) /* relaxed: a snapshot */
+        n += atomic_load_explicit(&s->shards[i].count, memory_order_relaxed);
+    return n;
 }
 
 serex_executor *serex__striped_target(serex_executor *ex)
@@ -765,16 +823,20 @@ void serex__striped_task_dropped(serex_fn fn, void *arg)
         /* Its tasks can never run from here: keep them for shutdown_now or
          * destroy (which also free the lane), refuse new ones, and release
          * the drain's reference. */
+        bool orphan;
+
         serex__spin_lock(&sh->lock);
+        orphan = l->unlinked; /* emptied and unlinked: nobody else frees it */
         l->broken = true;
         serex__spin_unlock(&sh->lock);
+        if (orphan)
+            lane_free(l);
         atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
-        striped_unref(s);
+        life_give(s, 0, 1);
     } else if (fn == keyless_run) {
         struct keyless k = *(struct keyless *)arg;
 
         serex__cache_free(SEREX__CLASS_32, arg);
-        striped_account(k.s, 1); /* dropped: done, as far as we can know */
-        striped_unref(k.s);
+        life_give(k.s, 1, 1); /* dropped: done, as far as anyone can know */
     }
 }
