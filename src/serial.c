@@ -52,9 +52,12 @@
  * under `pop_lock` (the drain pops under the same lock, so each task has
  * one taker: a task the drain popped has started) and subtracts it from
  * `wip`. If the target refuses to start a drain, BROKEN is set: the tasks
- * stay queued (the one being submitted too: it is accepted), execute
- * refuses new ones, shutdown_now hands them back, destroy drops them. If
- * the target refuses a resubmission, the drain keeps running where it is.
+ * stay queued, execute refuses new ones, shutdown_now hands them back,
+ * destroy drops them; but if the task whose submission found the serial
+ * idle is still its only one, it is taken back and execute returns the
+ * target's status, so a passing refusal (a full bounded pool) costs that
+ * task, not the serial. If the target refuses a resubmission, the drain
+ * keeps running where it is.
  *
  * --- Termination and destroy ---
  * The serial is terminated once shut down with `wip` at 0: every accepted
@@ -94,6 +97,8 @@
 #define LIFE_DETACHED (1u << 8) /* destroyed: the last drain frees */
 #define LIFE_GEN (1u << 9)      /* something an awaiter waits for changed */
 #define LIFE_WAITER (1u << 24)  /* one thread in await_termination */
+#define LIFE_WAITER_MAX (255u << 24) /* past it, awaiters poll */
+#define POLL_NS INT64_C(1000000)     /* how often an uncounted awaiter looks */
 #define LIFE_DRAINS(x) ((x) & (LIFE_DETACHED - 1))
 
 struct serial {
@@ -219,16 +224,47 @@ static void serial_drain(void *arg)
     serial_drain_exit(s);
 }
 
-/* The producer whose increment found wip at 0: start a drain. */
-static void serial_start_drain(struct serial *s)
+/*
+ * The target refused the drain that our task started. If ours is still
+ * the only task counted, take it back (under pop_lock, so no drain pops
+ * meanwhile; once `wip` is 0 again a new producer's push comes after our
+ * node): the caller reports the refusal and nothing is queued. Else tasks
+ * were queued behind it: keep them all for shutdown_now and refuse new
+ * ones (DESIGN promise 5). Returns whether ours was taken back.
+ */
+static bool serial_refused(struct serial *s)
 {
+    uint64_t one = 1;
+    struct serex__task *t = NULL;
+
+    serex__spin_lock(&s->pop_lock);
+    /* seq_cst: as every change of wip (see the essay) */
+    if (atomic_compare_exchange_strong_explicit(&s->wip, &one, 0,
+                                                memory_order_seq_cst,
+                                                memory_order_relaxed))
+        t = serex__mpsc_pop_wait_ends(serial_queue(s)); /* ours: the only one */
+    serex__spin_unlock(&s->pop_lock);
+    if (t == NULL) {
+        atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+        return false;
+    }
+    serex__task_free(t);
+    return true;
+}
+
+/* The producer whose increment found wip at 0: start a drain. Returns
+ * the target's refusal if our task was taken back, else SEREX_OK. */
+static int serial_start_drain(struct serial *s)
+{
+    int rc;
+
     /* relaxed: ordered before the submission, which the target orders */
     atomic_fetch_add_explicit(&s->life, LIFE_DRAIN, memory_order_relaxed);
-    if (serex_execute(s->target, serial_drain, s) == SEREX_OK)
-        return;
-    /* Refused: keep every task for shutdown_now; refuse new ones. */
-    atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+    rc = serex_execute(s->target, serial_drain, s);
+    if (rc == SEREX_OK)
+        return SEREX_OK;
     serial_drain_exit(s);
+    return serial_refused(s) ? rc : SEREX_OK;
 }
 
 /* --- the executor --- */
@@ -239,6 +275,7 @@ static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
     struct serex__task *t = serex__task_new(fn, arg);
     bool first;
     uint64_t c;
+    int rc;
 
     if (serex__unlikely(t == NULL))
         return SEREX_ENOMEM;
@@ -255,11 +292,10 @@ static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
     serex__mpsc_push_ends(serial_queue(s), t);
     /* Still counted in flight: shutdown_now, and so await and destroy,
      * wait until the drain we start holds its reference to the serial. */
-    if (first)
-        serial_start_drain(s);
+    rc = first ? serial_start_drain(s) : SEREX_OK;
     /* release: our push and increment before shutdown_now's acquire */
     atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_release);
-    return SEREX_OK;
+    return rc;
 }
 
 static void serial_shutdown(serex_executor *ex)
@@ -346,18 +382,28 @@ static bool serial_terminated(struct serial *s)
            atomic_load_explicit(&s->wip, memory_order_seq_cst) == 0;
 }
 
-static int serial_await_counted(struct serial *s, int64_t timeout_ns)
+/*
+ * Waits for termination. @counted: we are counted in `life`, so the end
+ * of work wakes us; else (the count is full) we look again every
+ * millisecond.
+ */
+static int serial_await_counted(struct serial *s, int64_t timeout_ns,
+                                bool counted)
 {
     int64_t deadline = serex__deadline(timeout_ns);
 
     for (;;) {
         /* relaxed: only the value to park on; the checks order */
         uint32_t life = atomic_load_explicit(&s->life, memory_order_relaxed);
+        int64_t until = deadline;
 
         if (serial_terminated(s))
             return SEREX_OK;
+        if (!counted && deadline - serex__now_ns() > POLL_NS)
+            until = serex__now_ns() + POLL_NS;
         if (timeout_ns == 0 ||
-            serex__park_wait(&s->life, life, deadline) == SEREX_ETIMEDOUT)
+            (serex__park_wait(&s->life, life, until) == SEREX_ETIMEDOUT &&
+             until == deadline))
             return serial_terminated(s) ? SEREX_OK : SEREX_ETIMEDOUT;
     }
 }
@@ -365,13 +411,20 @@ static int serial_await_counted(struct serial *s, int64_t timeout_ns)
 static int serial_await(serex_executor *ex, int64_t timeout_ns)
 {
     struct serial *s = serial_of(ex);
+    /* relaxed: a first guess for the CAS */
+    uint32_t v = atomic_load_explicit(&s->life, memory_order_relaxed);
+    bool counted = false;
     int rc;
 
-    /* seq_cst: counted before we look at wip (see the essay) */
-    atomic_fetch_add_explicit(&s->life, LIFE_WAITER, memory_order_seq_cst);
-    rc = serial_await_counted(s, timeout_ns);
-    /* relaxed: leaving only stops wake-ups meant for us */
-    atomic_fetch_sub_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
+    /* seq_cst: counted before we look at wip (see the essay); a full
+     * count (255 waiters) leaves us uncounted, polling */
+    while (v < LIFE_WAITER_MAX && !counted)
+        counted = atomic_compare_exchange_weak_explicit(
+            &s->life, &v, v + LIFE_WAITER, memory_order_seq_cst,
+            memory_order_relaxed);
+    rc = serial_await_counted(s, timeout_ns, counted);
+    if (counted) /* relaxed: leaving only stops wake-ups meant for us */
+        atomic_fetch_sub_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
     return rc;
 }
 

@@ -73,6 +73,7 @@
 #define LIFE_TASKS(x) ((x) & (LIFE_REF - 1))
 #define LIFE_REFS(x) (((x) & (LIFE_GEN - 1)) >> 32)
 #define LIFE_WAITERS(x) (((x) & (LIFE_DETACHED - 1)) >> 56)
+#define POLL_NS INT64_C(1000000) /* how often an uncounted awaiter looks */
 
 struct serex_striped;
 
@@ -690,20 +691,27 @@ static bool striped_terminated(struct serex_striped *s, uint64_t life)
            LIFE_TASKS(life) == 0;
 }
 
-static int striped_await_counted(struct serex_striped *s, int64_t timeout_ns)
+/* Waits for termination; polls every POLL_NS when not @counted (see
+ * serial_await_counted). */
+static int striped_await_counted(struct serex_striped *s, int64_t timeout_ns,
+                                 bool counted)
 {
     int64_t deadline = serex__deadline(timeout_ns);
 
     for (;;) {
-        /* acquire: pairs with lane_free's and keyless_run's release */
-        uint64_t life = atomic_load_explicit(&s->life, memory_order_acquire);
+        /* seq_cst: the look that follows counting ourselves (life_give) */
+        uint64_t life = atomic_load_explicit(&s->life, memory_order_seq_cst);
+        int64_t until = deadline;
 
         if (striped_terminated(s, life))
             return SEREX_OK;
+        if (!counted && deadline - serex__now_ns() > POLL_NS)
+            until = serex__now_ns() + POLL_NS;
         if (timeout_ns == 0 ||
-            serex__park_wait64(&s->life, life, deadline) == SEREX_ETIMEDOUT)
+            (serex__park_wait64(&s->life, life, until) == SEREX_ETIMEDOUT &&
+             until == deadline))
             return striped_terminated(s, atomic_load_explicit(
-                                             &s->life, memory_order_acquire))
+                                             &s->life, memory_order_seq_cst))
                        ? SEREX_OK
                        : SEREX_ETIMEDOUT;
     }
@@ -712,13 +720,20 @@ static int striped_await_counted(struct serex_striped *s, int64_t timeout_ns)
 static int striped_await(serex_executor *ex, int64_t timeout_ns)
 {
     struct serex_striped *s = striped_of(ex);
+    /* relaxed: a first guess for the CAS */
+    uint64_t v = atomic_load_explicit(&s->life, memory_order_relaxed);
+    bool counted = false;
     int rc;
 
-    /* seq_cst: counted before we look at the count (see life_give) */
-    atomic_fetch_add_explicit(&s->life, LIFE_WAITER, memory_order_seq_cst);
-    rc = striped_await_counted(s, timeout_ns);
-    /* relaxed: leaving only stops wake-ups meant for us */
-    atomic_fetch_sub_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
+    /* seq_cst: counted before we look at the count (see life_give); a
+     * full count (127 waiters) leaves us uncounted, polling */
+    while (LIFE_WAITERS(v) < LIFE_WAITERS(LIFE_DETACHED - 1) && !counted)
+        counted = atomic_compare_exchange_weak_explicit(
+            &s->life, &v, v + LIFE_WAITER, memory_order_seq_cst,
+            memory_order_relaxed);
+    rc = striped_await_counted(s, timeout_ns, counted);
+    if (counted) /* relaxed: leaving only stops wake-ups meant for us */
+        atomic_fetch_sub_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
     return rc;
 }
 

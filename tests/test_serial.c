@@ -667,23 +667,113 @@ static void serial_idle_shutdown_terminates_at_once(void **state)
 
 /* --- the target refuses --- */
 
-static void serial_target_rejects_drain_keeps_task_and_rejects_new(
-    void **state)
+static void serial_target_refusing_a_lone_task_reports_it(void **state)
 {
     struct fixture *f = *state;
     serex_executor *s = make_serial(f, 0, f->manual, 0);
 
     serex_shutdown(f->manual);
-    /* accepted and kept (serial.h), not lost */
-    assert_int_equal(serex_execute(s, never_task, &f->items[0]), SEREX_OK);
+    /* the refusal is the caller's (serial.h): nothing queued, no harm */
+    assert_int_equal(serex_execute(s, never_task, &f->items[0]),
+                     SEREX_EREJECTED);
     assert_int_equal(serex_execute(s, never_task, &f->items[1]),
                      SEREX_EREJECTED);
     assert_false(serex_manual_run_one(f->manual));
-    assert_int_equal(serex_shutdown_now(s, test_pending_cb, &f->pending), 1);
-    assert_int_equal(f->pending.n, 1);
-    assert_ptr_equal(f->pending.fns[0], never_task);
-    assert_ptr_equal(f->pending.args[0], &f->items[0]);
+    assert_int_equal(serex_shutdown_now(s, test_pending_cb, &f->pending), 0);
     assert_int_equal(serex_await_termination(s, 0), SEREX_OK);
+}
+
+/*
+ * A target that, asked to start the serial's drain, first lets another
+ * task into the serial (as a concurrent producer would between the first
+ * task's count and its drain's submission), then refuses.
+ */
+struct refusing_target {
+    serex_executor base;
+    serex_executor *serial;
+    struct fixture *f;
+};
+
+static int refusing_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct refusing_target *rt = (struct refusing_target *)(void *)ex;
+
+    (void)fn;
+    (void)arg;
+    /* queued behind the first task: no drain of its own (wip was 1) */
+    assert_int_equal(serex_execute(rt->serial, never_task, &rt->f->items[1]),
+                     SEREX_OK);
+    return SEREX_EREJECTED;
+}
+
+static void refusing_shutdown(serex_executor *ex)
+{
+    (void)ex;
+}
+
+static size_t refusing_shutdown_now(serex_executor *ex, serex_pending_fn p,
+                                    void *ctx)
+{
+    (void)ex;
+    (void)p;
+    (void)ctx;
+    return 0;
+}
+
+static int refusing_await(serex_executor *ex, int64_t timeout_ns)
+{
+    (void)ex;
+    (void)timeout_ns;
+    return SEREX_OK; /* nothing ever runs here: it is as good as gone */
+}
+
+static void refusing_destroy(serex_executor *ex)
+{
+    (void)ex;
+}
+
+static const serex_executor_ops refusing_ops = {
+    refusing_execute, refusing_shutdown, refusing_shutdown_now,
+    refusing_await, refusing_destroy,
+};
+
+static void serial_target_refusing_with_tasks_queued_keeps_them(
+    void **state)
+{
+    struct fixture *f = *state;
+    struct refusing_target rt = {{&refusing_ops}, NULL, f};
+    serex_executor *s = make_serial(f, 0, &rt.base, 0);
+
+    rt.serial = s;
+    /* a task is queued behind ours when the drain is refused: both are
+     * kept (accepted: SEREX_OK), new ones refused (DESIGN promise 5) */
+    assert_int_equal(serex_execute(s, never_task, &f->items[0]), SEREX_OK);
+    assert_int_equal(serex_execute(s, never_task, &f->items[2]),
+                     SEREX_EREJECTED);
+    assert_int_equal(serex_shutdown_now(s, test_pending_cb, &f->pending), 2);
+    assert_int_equal(f->pending.n, 2);
+    assert_ptr_equal(f->pending.args[0], &f->items[0]);
+    assert_ptr_equal(f->pending.args[1], &f->items[1]);
+    assert_int_equal(serex_await_termination(s, 0), SEREX_OK);
+}
+
+static void serial_destroy_with_kept_tasks_drops_them(void **state)
+{
+    struct fixture *f = *state;
+    struct refusing_target rt = {{&refusing_ops}, NULL, f};
+    serex_executor *s = make_serial(f, 0, &rt.base, 0);
+    serex_future *fu = NULL;
+
+    rt.serial = s;
+    assert_int_equal(serex_submit(s, count_call, &f->items[0], &fu),
+                     SEREX_OK);
+    /* the target can never run them: destroy drops them (the future is
+     * cancelled) instead of hanging */
+    assert_int_equal(serex_destroy(s), SEREX_OK);
+    f->ser[0] = NULL;
+    assert_int_equal(serex_future_wait(fu, 0), SEREX_ECANCELED);
+    assert_int_equal(atomic_load(&f->calls), 0);
+    serex_future_release(fu);
 }
 
 static void serial_target_rejects_resubmission_drain_keeps_running(
@@ -705,25 +795,6 @@ static void serial_target_rejects_resubmission_drain_keeps_running(
     assert_int_equal(serex_await_termination(s, 0), SEREX_OK);
 }
 
-static void serial_destroy_with_kept_tasks_on_terminated_target_drops_them(
-    void **state)
-{
-    struct fixture *f = *state;
-    serex_executor *s = make_serial(f, 0, f->manual, 0);
-    serex_future *fu = NULL;
-
-    serex_shutdown(f->manual);
-    assert_int_equal(serex_await_termination(f->manual, 0), SEREX_OK);
-    assert_int_equal(serex_submit(s, count_call, &f->items[0], &fu),
-                     SEREX_OK);
-    /* the target can never run it: destroy drops it instead of hanging */
-    assert_int_equal(serex_destroy(s), SEREX_OK);
-    f->ser[0] = NULL;
-    assert_int_equal(serex_future_wait(fu, 0), SEREX_ECANCELED);
-    assert_int_equal(atomic_load(&f->calls), 0);
-    serex_future_release(fu);
-}
-
 static void serial_destroy_on_terminated_pool_does_not_hang(void **state)
 {
     struct fixture *f = *state;
@@ -733,7 +804,7 @@ static void serial_destroy_on_terminated_pool_does_not_hang(void **state)
     serex_shutdown(f->pool);
     assert_int_equal(serex_await_termination(f->pool, TEST_TIMEOUT), SEREX_OK);
     s = make_serial(f, 0, f->pool, 0);
-    assert_int_equal(serex_execute(s, never_task, f), SEREX_OK);
+    assert_int_equal(serex_execute(s, never_task, f), SEREX_EREJECTED);
     assert_int_equal(serex_execute(s, never_task, f), SEREX_EREJECTED);
     assert_int_equal(serex_destroy(s), SEREX_OK);
     f->ser[0] = NULL;
@@ -1155,9 +1226,10 @@ int main(void)
         T(serial_await_after_shutdown_now_does_not_wait_for_the_target),
         T(serial_await_times_out_until_shut_down_and_drained),
         T(serial_idle_shutdown_terminates_at_once),
-        T(serial_target_rejects_drain_keeps_task_and_rejects_new),
+        T(serial_target_refusing_a_lone_task_reports_it),
+        T(serial_target_refusing_with_tasks_queued_keeps_them),
         T(serial_target_rejects_resubmission_drain_keeps_running),
-        T(serial_destroy_with_kept_tasks_on_terminated_target_drops_them),
+        T(serial_destroy_with_kept_tasks_drops_them),
         T(serial_destroy_on_terminated_pool_does_not_hang),
         T(serial_cancelled_queued_future_never_runs),
         T(serial_futures_on_pool_complete_in_order),

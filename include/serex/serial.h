@@ -29,10 +29,12 @@ typedef struct serex_serial_config {
  * then resubmits itself, so one busy serial cannot starve others on the
  * same target. If @target refuses that resubmission, the drain keeps
  * running where it is rather than lose its place.
- * If @target refuses a drain (it was shut down, say), the serial keeps
- * its tasks, the one being submitted included (execute still says
- * SEREX_OK: it is accepted and comes back from shutdown_now), and refuses
- * new tasks with SEREX_EREJECTED (DESIGN promise 5).
+ * If @target refuses to start a drain (it is shut down or full, say) and
+ * the task being submitted is the serial's only one, execute returns the
+ * target's status and nothing is queued; the serial stays usable. If tasks
+ * are queued behind it, the serial keeps them all (execute says SEREX_OK:
+ * the task is accepted and comes back from shutdown_now) and refuses new
+ * tasks with SEREX_EREJECTED (DESIGN promise 5).
  * shutdown, shutdown_now and await_termination concern the serial's own
  * tasks only, never @target.
  * @cfg may be NULL. *@out is set on success and set to NULL on failure.
