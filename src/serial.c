@@ -372,14 +372,27 @@ static size_t serial_shutdown_now(serex_executor *ex,
     return n;
 }
 
-/* Shut down, and every accepted task has run or was taken back. */
-static bool serial_terminated(struct serial *s)
+/* Shut down, and every task accepted so far has run or was taken back
+ * (submissions still in flight are looked at by the callers). */
+static bool serial_quiet(struct serial *s)
 {
     /* acquire: the flag. seq_cst: wip, against serial_idle (see essay);
      * it also pairs with the drain's release, so the tasks' writes are
      * visible once we report termination */
     return (atomic_load_explicit(&s->ctl, memory_order_acquire) & CTL_SHUT) &&
            atomic_load_explicit(&s->wip, memory_order_seq_cst) == 0;
+}
+
+static bool serial_submitting(struct serial *s)
+{
+    /* acquire: pairs with the release drop in serial_execute: a task
+     * accepted before shutdown is counted in wip once its execute leaves */
+    return atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT;
+}
+
+static bool serial_terminated(struct serial *s)
+{
+    return serial_quiet(s) && !serial_submitting(s);
 }
 
 /*
@@ -397,8 +410,14 @@ static int serial_await_counted(struct serial *s, int64_t timeout_ns,
         uint32_t life = atomic_load_explicit(&s->life, memory_order_relaxed);
         int64_t until = deadline;
 
-        if (serial_terminated(s))
-            return SEREX_OK;
+        if (serial_quiet(s)) {
+            if (!serial_submitting(s))
+                return SEREX_OK;
+            /* a submission is finishing: counted or refused in a moment,
+             * and neither wakes us, so look again rather than park */
+            serex__thread_yield();
+            continue;
+        }
         if (!counted && deadline - serex__now_ns() > POLL_NS)
             until = serex__now_ns() + POLL_NS;
         if (timeout_ns == 0 ||

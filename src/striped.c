@@ -31,11 +31,13 @@
  * shutdown_now sets STOP, waits for them, then takes every lane's queue
  * under its shard lock and pop lock (each task has one taker, and a drain
  * cannot start a task behind one taken back), and subtracts what it took
- * from the lane's `wip`. `life` counts accepted tasks not yet run or taken
- * back, the references held by lane drains and keyless tasks in flight,
- * two bits flipped by shutdown and shutdown_now, the threads in
- * await_termination, and a DETACHED bit. The striped is terminated when
- * shut down with no task counted. A drain still on its way out, or still
+ * from the lane's `wip`. `life` counts the busy lanes (those with `wip`
+ * above 0) and keyless tasks in flight, the references held by lane
+ * drains and keyless tasks, two bits flipped by shutdown and
+ * shutdown_now, the threads in await_termination, and a DETACHED bit. The
+ * striped is terminated when shut down, with no busy lane and no execute
+ * in flight. Counting lanes, not tasks, keeps `life` out of the per-task
+ * path: it changes when a lane starts or ends its work. A drain still on its way out, or still
  * queued on a target nobody runs, holds a reference, so memory outlives
  * termination as long as needed: destroy sets DETACHED, and whoever drops
  * the last reference frees the striped. A drain that ends settles its
@@ -65,12 +67,12 @@
 
 /* `life`, one word so that a drain settles tasks and its reference in one
  * atomic operation (see the essay). */
-#define LIFE_TASK UINT64_C(1)            /* bits 0-31: tasks not yet done */
+#define LIFE_ACTIVE UINT64_C(1)          /* bits 0-31: busy lanes, keyless */
 #define LIFE_REF (UINT64_C(1) << 32)     /* bits 32-53: drains, keyless out */
 #define LIFE_GEN (UINT64_C(1) << 54)     /* bits 54-55: flipped by shutdowns */
 #define LIFE_WAITER (UINT64_C(1) << 56)  /* bits 56-62: threads in await */
 #define LIFE_DETACHED (UINT64_C(1) << 63) /* destroyed: the last ref frees */
-#define LIFE_TASKS(x) ((x) & (LIFE_REF - 1))
+#define LIFE_ACTIVES(x) ((x) & (LIFE_REF - 1))
 #define LIFE_REFS(x) (((x) & (LIFE_GEN - 1)) >> 32)
 #define LIFE_WAITERS(x) (((x) & (LIFE_DETACHED - 1)) >> 56)
 #define POLL_NS INT64_C(1000000) /* how often an uncounted awaiter looks */
@@ -253,23 +255,25 @@ static void lane_free(struct lane *l)
 
 static void striped_free(struct serex_striped *s);
 
-/* Counts @tasks more accepted and @refs more references out. */
-static void life_take(struct serex_striped *s, uint64_t tasks, uint64_t refs)
+/* Counts @active more busy lanes (or keyless tasks) and @refs more
+ * references out. */
+static void life_take(struct serex_striped *s, uint64_t active, uint64_t refs)
 {
     /* relaxed: ordered before the tasks can be run and settled (the queue
      * and the target order that), so the counts never go below what is
      * out; taken by a holder of a reference or by a producer counted in
      * flight, so destroy cannot have decided to free meanwhile */
-    atomic_fetch_add_explicit(&s->life, tasks * LIFE_TASK + refs * LIFE_REF,
+    atomic_fetch_add_explicit(&s->life, active * LIFE_ACTIVE + refs * LIFE_REF,
                               memory_order_relaxed);
 }
 
 /*
- * @tasks were run or taken back, and @refs references are dropped: wakes
- * awaiters if no task is left, frees the striped if it was destroyed and
- * that was the last reference. May be the caller's last touch of @s.
+ * @active lanes (or keyless tasks) have no task left, and @refs references
+ * are dropped: wakes awaiters if nothing is left busy, frees the striped if
+ * it was destroyed and that was the last reference. May be the caller's
+ * last touch of @s.
  */
-static void life_give(struct serex_striped *s, uint64_t tasks, uint64_t refs)
+static void life_give(struct serex_striped *s, uint64_t active, uint64_t refs)
 {
     _Atomic uint64_t *life = &s->life;
     /*
@@ -279,10 +283,10 @@ static void life_give(struct serex_striped *s, uint64_t tasks, uint64_t refs)
      * every use of the striped before a free by another holder.
      */
     uint64_t old = atomic_fetch_sub_explicit(
-        life, tasks * LIFE_TASK + refs * LIFE_REF, memory_order_seq_cst);
-    uint64_t now = old - tasks * LIFE_TASK - refs * LIFE_REF;
+        life, active * LIFE_ACTIVE + refs * LIFE_REF, memory_order_seq_cst);
+    uint64_t now = old - active * LIFE_ACTIVE - refs * LIFE_REF;
 
-    if (tasks != 0 && LIFE_TASKS(now) == 0 && LIFE_WAITERS(old) != 0)
+    if (active != 0 && LIFE_ACTIVES(now) == 0 && LIFE_WAITERS(old) != 0)
         serex__park_wake_all(life); /* by address only */
     if (refs != 0 && LIFE_REFS(now) == 0 && (now & LIFE_DETACHED))
         striped_free(s);
@@ -316,21 +320,30 @@ static unsigned lane_run_batch(struct lane *l, unsigned batch)
     return ran;
 }
 
-/* Accounts for @ran tasks; frees the lane if that leaves none. */
-static bool lane_settle(struct serex_striped *s, struct lane *l, unsigned ran)
+enum settled { LANE_BUSY, LANE_DONE, LANE_DONE_BEFORE };
+
+/*
+ * Accounts for @ran tasks; frees the lane if that leaves none. LANE_DONE:
+ * we ended the lane's work; LANE_DONE_BEFORE: shutdown_now had (and has
+ * counted it); LANE_BUSY: tasks are left.
+ */
+static enum settled lane_settle(struct serex_striped *s, struct lane *l,
+                                unsigned ran)
 {
     struct shard *sh = shard_of(s, key_hash(l->key));
-    uint64_t left;
+    enum settled r = LANE_BUSY;
 
     serex__spin_lock(&sh->lock);
     /* acq_rel: the hand-over to the next drain, as in serial.c */
-    left = atomic_fetch_sub_explicit(&l->wip, ran, memory_order_acq_rel) - ran;
-    if (left == 0 && !l->unlinked) /* else shutdown_now took it out */
-        shard_unlink(sh, l);
+    if (atomic_fetch_sub_explicit(&l->wip, ran, memory_order_acq_rel) == ran) {
+        r = l->unlinked ? LANE_DONE_BEFORE : LANE_DONE;
+        if (r == LANE_DONE)
+            shard_unlink(sh, l);
+    }
     serex__spin_unlock(&sh->lock);
-    if (left == 0)
+    if (r != LANE_BUSY)
         lane_free(l);
-    return left == 0;
+    return r;
 }
 
 static void lane_drain(void *arg)
@@ -342,20 +355,20 @@ static void lane_drain(void *arg)
     serex__frame_push(&frame, &s->face);
     for (;;) {
         unsigned ran = lane_run_batch(l, s->batch);
+        enum settled r = lane_settle(s, l, ran);
 
-        if (lane_settle(s, l, ran)) {
+        if (r != LANE_BUSY) {
             serex__frame_pop(&frame);
-            life_give(s, ran, 1); /* the tasks and our reference: last touch */
+            /* the lane (unless shutdown_now counted it) and our
+             * reference: our last touch of the striped */
+            life_give(s, r == LANE_DONE, 1);
             return;
         }
         if (ran == s->batch &&
             serex_execute(s->target, lane_drain, l) == SEREX_OK) {
             serex__frame_pop(&frame);
-            life_give(s, ran, 0); /* our reference passes on */
-            return;
+            return; /* the lane and our reference pass on */
         }
-        if (ran != 0)
-            life_give(s, ran, 0);
     }
 }
 
@@ -387,7 +400,6 @@ static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
     if (undo) {
         serex__task_free(t);
         lane_free(l);
-        life_give(s, 1, 0); /* our task: never ran, never will */
     } else {
         atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
     }
@@ -399,12 +411,16 @@ static int lane_start(struct serex_striped *s, struct lane *l, uint64_t hash)
 {
     int rc;
 
-    life_take(s, 0, 1); /* the drain's reference */
+    life_take(s, 1, 1); /* a busy lane, and the drain's reference */
     rc = serex_execute(s->target, lane_drain, l);
     if (rc == SEREX_OK)
         return SEREX_OK;
-    life_give(s, 0, 1);
-    return lane_refused(s, l, hash) ? rc : SEREX_OK;
+    if (lane_refused(s, l, hash)) {
+        life_give(s, 1, 1); /* the lane is gone */
+        return rc;
+    }
+    life_give(s, 0, 1); /* still busy, with its tasks kept */
+    return SEREX_OK;
 }
 
 /* --- submission --- */
@@ -466,10 +482,8 @@ int serex_striped_execute(serex_striped *s, uint64_t key, serex_fn fn,
         serex__task_free(t);
         return rc;
     }
-    life_take(s, 1, 0);
     rc = striped_push(s, key, hash, t, &start);
     if (rc != SEREX_OK) {
-        life_give(s, 1, 0);
         serex__task_free(t);
     } else if (start != NULL) {
         rc = lane_start(s, start, hash); /* still in flight: see essay */
@@ -584,7 +598,7 @@ static size_t lane_take_all(struct lane *l, struct serex__task ***tail)
  * the shard lock.
  */
 static size_t shard_take_all(struct shard *sh, struct serex__task ***tail,
-                             struct lane **dead)
+                             struct lane **dead, uint64_t *emptied)
 {
     size_t count = 0;
 
@@ -604,6 +618,7 @@ static size_t shard_take_all(struct shard *sh, struct serex__task ***tail,
                 pl = &l->next;
                 continue;
             }
+            ++*emptied;
             *pl = l->next; /* unlink without resizing: we are iterating */
             atomic_store_explicit(&sh->count, sh_count(sh) - 1,
                                   memory_order_relaxed);
@@ -628,6 +643,7 @@ static struct serex__task *striped_take_all(struct serex_striped *s,
 {
     struct serex__task *first = NULL, **tail = &first;
     struct lane *dead = NULL;
+    uint64_t emptied = 0;
 
     /* acquire: pairs with striped_leave; then every push is in a lane */
     while (atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT)
@@ -635,7 +651,7 @@ static struct serex__task *striped_take_all(struct serex_striped *s,
     *count = 0;
     for (unsigned i = 0; i < SHARDS; i++) {
         serex__spin_lock(&s->shards[i].lock);
-        *count += shard_take_all(&s->shards[i], &tail, &dead);
+        *count += shard_take_all(&s->shards[i], &tail, &dead, &emptied);
         serex__spin_unlock(&s->shards[i].lock);
     }
     while (dead != NULL) {
@@ -644,8 +660,8 @@ static struct serex__task *striped_take_all(struct serex_striped *s,
         lane_free(dead);
         dead = next;
     }
-    if (*count != 0)
-        life_give(s, *count, 0);
+    if (emptied != 0)
+        life_give(s, emptied, 0);
     return first;
 }
 
@@ -684,11 +700,24 @@ static size_t striped_shutdown_now(serex_executor *ex,
     return n;
 }
 
+static bool striped_busy_submitting(struct serex_striped *s)
+{
+    /* acquire: pairs with striped_leave: a submission that passed the
+     * flag check before shutdown is counted in `life` once it leaves */
+    return atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT;
+}
+
+/* Shut down and nothing busy, not counting submissions in flight. */
+static bool striped_quiet(struct serex_striped *s, uint64_t life)
+{
+    /* acquire: the flag; `life` was loaded by the caller (seq_cst) */
+    return (atomic_load_explicit(&s->ctl, memory_order_acquire) & CTL_SHUT) &&
+           LIFE_ACTIVES(life) == 0;
+}
+
 static bool striped_terminated(struct serex_striped *s, uint64_t life)
 {
-    /* acquire: the flag; `life` was loaded with acquire by the caller */
-    return (atomic_load_explicit(&s->ctl, memory_order_acquire) & CTL_SHUT) &&
-           LIFE_TASKS(life) == 0;
+    return striped_quiet(s, life) && !striped_busy_submitting(s);
 }
 
 /* Waits for termination; polls every POLL_NS when not @counted (see
@@ -703,8 +732,14 @@ static int striped_await_counted(struct serex_striped *s, int64_t timeout_ns,
         uint64_t life = atomic_load_explicit(&s->life, memory_order_seq_cst);
         int64_t until = deadline;
 
-        if (striped_terminated(s, life))
-            return SEREX_OK;
+        if (striped_quiet(s, life)) {
+            if (!striped_busy_submitting(s))
+                return SEREX_OK;
+            /* a submission is finishing: counted or refused in a moment,
+             * and neither wakes us, so look again rather than park */
+            serex__thread_yield();
+            continue;
+        }
         if (!counted && deadline - serex__now_ns() > POLL_NS)
             until = serex__now_ns() + POLL_NS;
         if (timeout_ns == 0 ||
