@@ -31,19 +31,22 @@
  * shutdown_now sets STOP, waits for them, then takes every lane's queue
  * under its shard lock and pop lock (each task has one taker, and a drain
  * cannot start a task behind one taken back), and subtracts what it took
- * from the lane's `wip`. `life` counts the busy lanes (those with `wip`
- * above 0) and keyless tasks in flight, the references held by lane
- * drains and keyless tasks, two bits flipped by shutdown and
- * shutdown_now, the threads in await_termination, and a DETACHED bit. The
- * striped is terminated when shut down, with no busy lane and no execute
- * in flight. Counting lanes, not tasks, keeps `life` out of the per-task
- * path: it changes when a lane starts or ends its work. A drain still on its way out, or still
- * queued on a target nobody runs, holds a reference, so memory outlives
- * termination as long as needed: destroy sets DETACHED, and whoever drops
- * the last reference frees the striped. A drain that ends settles its
- * tasks and drops its reference in one subtraction, so a lane's episode
- * costs one atomic operation on the shared word at each end. A lane is freed by
- * its drain once `wip` is 0, or by shutdown_now or destroy if no drain
+ * from the lane's `wip`.
+ * The striped is terminated when shut down, with no busy lane (one whose
+ * `wip` is above 0), no keyless task out and no execute in flight. Busy
+ * lanes are counted per shard, under the shard lock that the producer
+ * starting a lane and the drain ending it hold anyway, so a lane's life
+ * costs no atomic operation on a line shared by every shard. An awaiter
+ * counts itself in `life` and sums the shards; a drain that ends a lane
+ * looks for waiters after its count and, if any, flips a bit of `life`
+ * and wakes them (seq_cst on both sides: one sees the other).
+ * A drain still on its way out, or still queued on a target nobody runs,
+ * holds a reference, counted in its lane's shard (keyless tasks count in
+ * shard 0), so memory outlives termination as long as needed: destroy
+ * registers every shard that holds references in `remaining`, and the
+ * shard that drops its last one afterwards takes it out; whoever takes
+ * `remaining` to 0 frees the striped. A lane is freed by
+ * its drain once `wip` is 0 * its drain once `wip` is 0, or by shutdown_now or destroy if no drain
  * will ever run for it (its target refused the drain).
  */
 #include <string.h> /* memset */
@@ -65,16 +68,13 @@
 #define CTL_BROKEN 4u
 #define CTL_INFLIGHT 8u
 
-/* `life`, one word so that a drain settles tasks and its reference in one
- * atomic operation (see the essay). */
-#define LIFE_ACTIVE UINT64_C(1)          /* bits 0-31: busy lanes, keyless */
-#define LIFE_REF (UINT64_C(1) << 32)     /* bits 32-53: drains, keyless out */
-#define LIFE_GEN (UINT64_C(1) << 54)     /* bits 54-55: flipped by shutdowns */
+/* `life`: keyless tasks out, and what awaiters park on (see the essay). */
+#define LIFE_ACTIVE UINT64_C(1)          /* bits 0-31: keyless tasks out */
+#define LIFE_GEN (UINT64_C(1) << 54)     /* bits 54-55: flipped to wake */
 #define LIFE_WAITER (UINT64_C(1) << 56)  /* bits 56-62: threads in await */
-#define LIFE_DETACHED (UINT64_C(1) << 63) /* destroyed: the last ref frees */
-#define LIFE_ACTIVES(x) ((x) & (LIFE_REF - 1))
-#define LIFE_REFS(x) (((x) & (LIFE_GEN - 1)) >> 32)
-#define LIFE_WAITERS(x) (((x) & (LIFE_DETACHED - 1)) >> 56)
+#define LIFE_ACTIVES(x) ((x) & (LIFE_GEN - 1))
+#define LIFE_WAITERS(x) ((x) >> 56)
+#define LIFE_WAITERS_MAX 127u
 #define POLL_NS INT64_C(1000000) /* how often an uncounted awaiter looks */
 
 struct serex_striped;
@@ -111,6 +111,9 @@ static struct serex__mpsc_ends lane_queue(struct lane *l)
 struct shard {
     _Alignas(SEREX__CACHELINE) serex__spinlock lock;
     _Atomic size_t count;   /* lanes in the table; written under lock */
+    _Atomic size_t busy;    /* lanes with wip > 0; written under lock */
+    size_t refs;            /* drains (and keyless tasks) out; under lock */
+    bool counted;           /* destroy counts us in `remaining`; under lock */
     size_t mask;            /* buckets - 1 */
     struct lane **buckets;
 };
@@ -121,6 +124,7 @@ struct serex_striped {
     unsigned batch;
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t ctl; /* CTL_* | in flight */
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t life; /* see the essay */
+    _Atomic uint64_t remaining; /* after destroy: shards with refs, + 1 */
     struct shard shards[SHARDS];
 };
 
@@ -255,40 +259,78 @@ static void lane_free(struct lane *l)
 
 static void striped_free(struct serex_striped *s);
 
-/* Counts @active more busy lanes (or keyless tasks) and @refs more
- * references out. */
-static void life_take(struct serex_striped *s, uint64_t active, uint64_t refs)
+/* Wakes awaiters, if any (see the essay): flips a bit they park on. */
+static void striped_notify(struct serex_striped *s)
 {
-    /* relaxed: ordered before the tasks can be run and settled (the queue
-     * and the target order that), so the counts never go below what is
-     * out; taken by a holder of a reference or by a producer counted in
-     * flight, so destroy cannot have decided to free meanwhile */
-    atomic_fetch_add_explicit(&s->life, active * LIFE_ACTIVE + refs * LIFE_REF,
-                              memory_order_relaxed);
+    /* seq_cst: after our change of a busy count (seq_cst too), so either
+     * we see the awaiter or it sees our change */
+    if (LIFE_WAITERS(atomic_load_explicit(&s->life, memory_order_seq_cst))) {
+        atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_release);
+        serex__park_wake_all(&s->life);
+    }
+}
+
+/* Changes @sh's busy count by @delta (+1 or -1). Under its lock. */
+static void shard_busy(struct shard *sh, int delta)
+{
+    /* seq_cst: read lock-free by awaiters (see striped_notify) */
+    atomic_store_explicit(&sh->busy,
+                          atomic_load_explicit(&sh->busy,
+                                               memory_order_relaxed) +
+                              (size_t)(ptrdiff_t)delta,
+                          memory_order_seq_cst);
 }
 
 /*
- * @active lanes (or keyless tasks) have no task left, and @refs references
- * are dropped: wakes awaiters if nothing is left busy, frees the striped if
- * it was destroyed and that was the last reference. May be the caller's
- * last touch of @s.
+ * Drops a reference counted in @sh. Under its lock. True if the caller
+ * must free the striped once it has unlocked (it was the last holder).
  */
-static void life_give(struct serex_striped *s, uint64_t active, uint64_t refs)
+static bool shard_unref(struct serex_striped *s, struct shard *sh)
 {
-    _Atomic uint64_t *life = &s->life;
-    /*
-     * seq_cst: against an awaiter counting itself and then reading the
-     * count (see serial.c): one of the two sees the other. Its release
-     * half orders the tasks' writes before an awaiter that sees 0, and
-     * every use of the striped before a free by another holder.
-     */
-    uint64_t old = atomic_fetch_sub_explicit(
-        life, active * LIFE_ACTIVE + refs * LIFE_REF, memory_order_seq_cst);
-    uint64_t now = old - active * LIFE_ACTIVE - refs * LIFE_REF;
+    if (--sh->refs != 0 || !sh->counted)
+        return false;
+    sh->counted = false;
+    /* acq_rel: every holder's use happens-before the free */
+    return atomic_fetch_sub_explicit(&s->remaining, 1, memory_order_acq_rel) ==
+           1;
+}
 
-    if (active != 0 && LIFE_ACTIVES(now) == 0 && LIFE_WAITERS(old) != 0)
-        serex__park_wake_all(life); /* by address only */
-    if (refs != 0 && LIFE_REFS(now) == 0 && (now & LIFE_DETACHED))
+/* One keyless task more out (or, @delta -1, done): counted for await. */
+static void life_keyless(struct serex_striped *s, int delta)
+{
+    uint64_t old;
+
+    if (delta > 0) {
+        /* relaxed: ordered before the task can run (the target orders it) */
+        atomic_fetch_add_explicit(&s->life, LIFE_ACTIVE, memory_order_relaxed);
+        return;
+    }
+    /* seq_cst: as striped_notify; release: the task's writes before an
+     * awaiter that sees it done */
+    old = atomic_fetch_sub_explicit(&s->life, LIFE_ACTIVE,
+                                    memory_order_seq_cst);
+    if (LIFE_WAITERS(old) != 0) {
+        atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_release);
+        serex__park_wake_all(&s->life);
+    }
+}
+
+/* A keyless task's reference, in shard 0. */
+static void keyless_ref(struct serex_striped *s)
+{
+    serex__spin_lock(&s->shards[0].lock);
+    s->shards[0].refs++;
+    serex__spin_unlock(&s->shards[0].lock);
+}
+
+static void keyless_unref(struct serex_striped *s)
+{
+    bool last;
+
+    serex__spin_lock(&s->shards[0].lock);
+    last = shard_unref(s, &s->shards[0]);
+    serex__spin_unlock(&s->shards[0].lock);
+    if (last)
         striped_free(s);
 }
 
@@ -320,30 +362,33 @@ static unsigned lane_run_batch(struct lane *l, unsigned batch)
     return ran;
 }
 
-enum settled { LANE_BUSY, LANE_DONE, LANE_DONE_BEFORE };
-
 /*
- * Accounts for @ran tasks; frees the lane if that leaves none. LANE_DONE:
- * we ended the lane's work; LANE_DONE_BEFORE: shutdown_now had (and has
- * counted it); LANE_BUSY: tasks are left.
+ * Accounts for @ran tasks. If that leaves none, the lane's work and its
+ * drain are over: the lane is unlinked (unless shutdown_now did it and
+ * counted it already), uncounted, freed, and the drain's reference is
+ * dropped. Returns whether it was over; *@last: free the striped.
  */
-static enum settled lane_settle(struct serex_striped *s, struct lane *l,
-                                unsigned ran)
+static bool lane_settle(struct serex_striped *s, struct lane *l, unsigned ran,
+                        bool *last)
 {
     struct shard *sh = shard_of(s, key_hash(l->key));
-    enum settled r = LANE_BUSY;
+    bool over;
 
     serex__spin_lock(&sh->lock);
     /* acq_rel: the hand-over to the next drain, as in serial.c */
-    if (atomic_fetch_sub_explicit(&l->wip, ran, memory_order_acq_rel) == ran) {
-        r = l->unlinked ? LANE_DONE_BEFORE : LANE_DONE;
-        if (r == LANE_DONE)
+    over = atomic_fetch_sub_explicit(&l->wip, ran, memory_order_acq_rel) == ran;
+    if (over) {
+        if (!l->unlinked) {
             shard_unlink(sh, l);
+            shard_busy(sh, -1);
+            striped_notify(s); /* before our reference goes */
+        }
+        *last = shard_unref(s, sh);
     }
     serex__spin_unlock(&sh->lock);
-    if (r != LANE_BUSY)
+    if (over)
         lane_free(l);
-    return r;
+    return over;
 }
 
 static void lane_drain(void *arg)
@@ -351,32 +396,28 @@ static void lane_drain(void *arg)
     struct lane *l = arg;
     struct serex_striped *s = l->s;
     struct serex__frame frame;
+    bool last = false;
 
     serex__frame_push(&frame, &s->face);
     for (;;) {
         unsigned ran = lane_run_batch(l, s->batch);
-        enum settled r = lane_settle(s, l, ran);
 
-        if (r != LANE_BUSY) {
-            serex__frame_pop(&frame);
-            /* the lane (unless shutdown_now counted it) and our
-             * reference: our last touch of the striped */
-            life_give(s, r == LANE_DONE, 1);
-            return;
-        }
+        if (lane_settle(s, l, ran, &last))
+            break; /* our reference is gone: no more touches of s */
         if (ran == s->batch &&
-            serex_execute(s->target, lane_drain, l) == SEREX_OK) {
-            serex__frame_pop(&frame);
-            return; /* the lane and our reference pass on */
-        }
+            serex_execute(s->target, lane_drain, l) == SEREX_OK)
+            break; /* the lane and our reference pass on */
     }
+    serex__frame_pop(&frame);
+    if (last)
+        striped_free(s);
 }
 
 /*
  * The target refused a new lane's drain. If ours is the lane's only task,
  * undo it all (the caller reports the target's status: nothing queued);
  * else others queued behind it: keep the lane for shutdown_now (BROKEN).
- * Returns whether it was undone.
+ * Either way the drain's reference goes. Returns whether it was undone.
  */
 static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
 {
@@ -393,9 +434,12 @@ static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
         serex__spin_unlock(&l->pop_lock);
         atomic_store_explicit(&l->wip, 0, memory_order_relaxed);
         shard_unlink(sh, l);
+        shard_busy(sh, -1);
     } else {
         l->broken = true;
     }
+    /* never the last: the producer is in flight, so destroy has not run */
+    (void)shard_unref(s, sh);
     serex__spin_unlock(&sh->lock);
     if (undo) {
         serex__task_free(t);
@@ -406,21 +450,15 @@ static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
     return undo;
 }
 
-/* The submission that found `wip` at 0: start the lane's drain. */
+/* The submission that made the lane busy: start its drain (the lane is
+ * counted busy, and the drain's reference taken, in striped_push). */
 static int lane_start(struct serex_striped *s, struct lane *l, uint64_t hash)
 {
-    int rc;
+    int rc = serex_execute(s->target, lane_drain, l);
 
-    life_take(s, 1, 1); /* a busy lane, and the drain's reference */
-    rc = serex_execute(s->target, lane_drain, l);
-    if (rc == SEREX_OK)
+    if (rc == SEREX_OK || !lane_refused(s, l, hash))
         return SEREX_OK;
-    if (lane_refused(s, l, hash)) {
-        life_give(s, 1, 1); /* the lane is gone */
-        return rc;
-    }
-    life_give(s, 0, 1); /* still busy, with its tasks kept */
-    return SEREX_OK;
+    return rc;
 }
 
 /* --- submission --- */
@@ -460,6 +498,10 @@ static int striped_push(struct serex_striped *s, uint64_t key, uint64_t hash,
     serex__mpsc_push_ends(lane_queue(l), t);
     /* acq_rel: the 0 -> 1 hand-over (see serial.c) */
     prev = atomic_fetch_add_explicit(&l->wip, 1, memory_order_acq_rel);
+    if (prev == 0) { /* the lane is busy now, and its drain will hold a ref */
+        shard_busy(sh, +1);
+        sh->refs++;
+    }
     serex__spin_unlock(&sh->lock);
     *lane = prev == 0 ? l : NULL;
     return SEREX_OK;
@@ -526,7 +568,8 @@ static void keyless_run(void *arg)
     serex__frame_push(&frame, &k.s->face);
     k.fn(k.arg);
     serex__frame_pop(&frame);
-    life_give(k.s, 1, 1);
+    life_keyless(k.s, -1);
+    keyless_unref(k.s);
 }
 
 static int striped_face_execute(serex_executor *ex, serex_fn fn, void *arg)
@@ -540,10 +583,13 @@ static int striped_face_execute(serex_executor *ex, serex_fn fn, void *arg)
     *k = (struct keyless){fn, arg, s};
     rc = striped_enter(s);
     if (rc == SEREX_OK) {
-        life_take(s, 1, 1);
+        life_keyless(s, +1);
+        keyless_ref(s);
         rc = serex_execute(s->target, keyless_run, k);
-        if (rc != SEREX_OK)
-            life_give(s, 1, 1);
+        if (rc != SEREX_OK) {
+            life_keyless(s, -1);
+            keyless_unref(s); /* never the last: we are in flight */
+        }
         striped_leave(s);
     }
     if (rc != SEREX_OK)
@@ -619,6 +665,7 @@ static size_t shard_take_all(struct shard *sh, struct serex__task ***tail,
                 continue;
             }
             ++*emptied;
+            shard_busy(sh, -1);
             *pl = l->next; /* unlink without resizing: we are iterating */
             atomic_store_explicit(&sh->count, sh_count(sh) - 1,
                                   memory_order_relaxed);
@@ -661,7 +708,7 @@ static struct serex__task *striped_take_all(struct serex_striped *s,
         dead = next;
     }
     if (emptied != 0)
-        life_give(s, emptied, 0);
+        striped_notify(s);
     return first;
 }
 
@@ -711,8 +758,15 @@ static bool striped_busy_submitting(struct serex_striped *s)
 static bool striped_quiet(struct serex_striped *s, uint64_t life)
 {
     /* acquire: the flag; `life` was loaded by the caller (seq_cst) */
-    return (atomic_load_explicit(&s->ctl, memory_order_acquire) & CTL_SHUT) &&
-           LIFE_ACTIVES(life) == 0;
+    if (!(atomic_load_explicit(&s->ctl, memory_order_acquire) & CTL_SHUT) ||
+        LIFE_ACTIVES(life) != 0)
+        return false;
+    for (unsigned i = 0; i < SHARDS; i++)
+        /* seq_cst: against striped_notify (see the essay); it also pairs
+         * with the lock release after the drain's last task */
+        if (atomic_load_explicit(&s->shards[i].busy, memory_order_seq_cst))
+            return false;
+    return true;
 }
 
 static bool striped_terminated(struct serex_striped *s, uint64_t life)
@@ -728,7 +782,7 @@ static int striped_await_counted(struct serex_striped *s, int64_t timeout_ns,
     int64_t deadline = serex__deadline(timeout_ns);
 
     for (;;) {
-        /* seq_cst: the look that follows counting ourselves (life_give) */
+        /* seq_cst: the look that follows counting ourselves (striped_notify) */
         uint64_t life = atomic_load_explicit(&s->life, memory_order_seq_cst);
         int64_t until = deadline;
 
@@ -760,9 +814,9 @@ static int striped_await(serex_executor *ex, int64_t timeout_ns)
     bool counted = false;
     int rc;
 
-    /* seq_cst: counted before we look at the count (see life_give); a
+    /* seq_cst: counted before we look at the counts (striped_notify); a
      * full count (127 waiters) leaves us uncounted, polling */
-    while (LIFE_WAITERS(v) < LIFE_WAITERS(LIFE_DETACHED - 1) && !counted)
+    while (LIFE_WAITERS(v) < LIFE_WAITERS_MAX && !counted)
         counted = atomic_compare_exchange_weak_explicit(
             &s->life, &v, v + LIFE_WAITER, memory_order_seq_cst,
             memory_order_relaxed);
@@ -798,10 +852,27 @@ static void striped_destroy(serex_executor *ex)
             break;
         }
     }
-    /* acq_rel: as in life_give; the last holder frees */
-    old = atomic_fetch_or_explicit(&s->life, LIFE_DETACHED,
-                                   memory_order_acq_rel);
-    if (LIFE_REFS(old) == 0)
+    /*
+     * Count the shards still holding references (drains on their way out
+     * or queued on a target nobody runs); each takes itself out when its
+     * last goes (shard_unref). Our own token keeps `remaining` above 0
+     * until the count is done. No reference can be taken any more: no
+     * execute is in flight after termination.
+     */
+    atomic_store_explicit(&s->remaining, 1, memory_order_relaxed);
+    for (unsigned i = 0; i < SHARDS; i++) {
+        struct shard *sh = &s->shards[i];
+
+        serex__spin_lock(&sh->lock);
+        if (sh->refs != 0) {
+            sh->counted = true;
+            atomic_fetch_add_explicit(&s->remaining, 1, memory_order_relaxed);
+        }
+        serex__spin_unlock(&sh->lock);
+    }
+    /* acq_rel: as in shard_unref */
+    old = atomic_fetch_sub_explicit(&s->remaining, 1, memory_order_acq_rel);
+    if (old == 1)
         striped_free(s);
 }
 
@@ -869,24 +940,26 @@ void serex__striped_task_dropped(serex_fn fn, void *arg)
         struct lane *l = arg;
         struct serex_striped *s = l->s;
         struct shard *sh = shard_of(s, key_hash(l->key));
+        bool orphan, last;
 
         /* Its tasks can never run from here: keep them for shutdown_now or
          * destroy (which also free the lane), refuse new ones, and release
          * the drain's reference. */
-        bool orphan;
-
+        atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
         serex__spin_lock(&sh->lock);
         orphan = l->unlinked; /* emptied and unlinked: nobody else frees it */
         l->broken = true;
+        last = shard_unref(s, sh);
         serex__spin_unlock(&sh->lock);
         if (orphan)
             lane_free(l);
-        atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
-        life_give(s, 0, 1);
+        if (last)
+            striped_free(s);
     } else if (fn == keyless_run) {
         struct keyless k = *(struct keyless *)arg;
 
         serex__cache_free(SEREX__CLASS_32, arg);
-        life_give(k.s, 1, 1); /* dropped: done, as far as anyone can know */
+        life_keyless(k.s, -1); /* dropped: done, as far as anyone knows */
+        keyless_unref(k.s);
     }
 }
