@@ -86,26 +86,17 @@ static size_t manual_drain(struct manual *m, serex_pending_fn on_pending,
                            void *ctx)
 {
     struct serex__task *t;
-    size_t n = 0;
+    size_t n;
 
     serex__mutex_lock(&m->mu);
     m->shut = true;
     t = m->head;
+    n = m->queued;
     m->head = m->tail = NULL;
     m->queued = 0;
     serex__cond_broadcast(&m->idle);
     serex__mutex_unlock(&m->mu);
-    while (t != NULL) {
-        struct serex__task *next = atomic_load_explicit(&t->next,
-                                                        memory_order_relaxed);
-        serex_fn fn = t->fn;
-        void *arg = t->arg;
-
-        serex__task_free(t);
-        serex__hand_back(fn, arg, on_pending, ctx);
-        n++;
-        t = next;
-    }
+    serex__task_hand_back_list(t, on_pending, ctx);
     return n;
 }
 

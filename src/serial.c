@@ -341,22 +341,6 @@ static struct serex__task *serial_take_all(struct serial *s, size_t *n)
     return first;
 }
 
-/* Hands a private list back (or drops it: on_pending NULL). */
-static void serial_hand_back_list(struct serex__task *t,
-                                  serex_pending_fn on_pending, void *ctx)
-{
-    while (t != NULL) {
-        struct serex__task *next =
-            atomic_load_explicit(&t->next, memory_order_relaxed);
-        serex_fn fn = t->fn;
-        void *arg = t->arg;
-
-        serex__task_free(t);
-        serex__hand_back(fn, arg, on_pending, ctx);
-        t = next;
-    }
-}
-
 static size_t serial_shutdown_now(serex_executor *ex,
                                   serex_pending_fn on_pending, void *ctx)
 {
@@ -368,7 +352,7 @@ static size_t serial_shutdown_now(serex_executor *ex,
     atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP, memory_order_relaxed);
     list = serial_take_all(s, &n);
     serial_bump_life(s);
-    serial_hand_back_list(list, on_pending, ctx);
+    serex__task_hand_back_list(list, on_pending, ctx);
     return n;
 }
 
@@ -468,7 +452,7 @@ static void serial_destroy(serex_executor *ex)
             serial_target_gone(s)) {
             size_t n;
 
-            serial_hand_back_list(serial_take_all(s, &n), NULL, NULL);
+            serex__task_hand_back_list(serial_take_all(s, &n), NULL, NULL);
             break;
         }
     }

@@ -712,21 +712,6 @@ static struct serex__task *striped_take_all(struct serex_striped *s,
     return first;
 }
 
-static void hand_back_list(struct serex__task *t, serex_pending_fn on_pending,
-                           void *ctx)
-{
-    while (t != NULL) {
-        struct serex__task *next =
-            atomic_load_explicit(&t->next, memory_order_relaxed);
-        serex_fn fn = t->fn;
-        void *arg = t->arg;
-
-        serex__task_free(t);
-        serex__hand_back(fn, arg, on_pending, ctx);
-        t = next;
-    }
-}
-
 static size_t striped_shutdown_now(serex_executor *ex,
                                    serex_pending_fn on_pending, void *ctx)
 {
@@ -743,7 +728,7 @@ static size_t striped_shutdown_now(serex_executor *ex,
                                   memory_order_release);
         serex__park_wake_all(&s->life);
     }
-    hand_back_list(list, on_pending, ctx);
+    serex__task_hand_back_list(list, on_pending, ctx);
     return n;
 }
 
@@ -848,7 +833,7 @@ static void striped_destroy(serex_executor *ex)
             serex_await_termination(s->target, 0) == SEREX_OK) {
             size_t n;
 
-            hand_back_list(striped_take_all(s, &n), NULL, NULL);
+            serex__task_hand_back_list(striped_take_all(s, &n), NULL, NULL);
             break;
         }
     }

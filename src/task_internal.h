@@ -36,4 +36,27 @@ static inline void serex__task_free(struct serex__task *t)
     serex__cache_free(SEREX__CLASS_64, t);
 }
 
+/*
+ * Hands back (or, with no on_pending, drops) a private list of taken-back
+ * task nodes linked through `next`, in order, freeing the nodes. The
+ * nodes are freed before on_pending runs, which may call back into the
+ * executor.
+ */
+static inline void serex__task_hand_back_list(struct serex__task *t,
+                                              serex_pending_fn on_pending,
+                                              void *ctx)
+{
+    while (t != NULL) {
+        /* relaxed: the list is private to the caller */
+        struct serex__task *next =
+            atomic_load_explicit(&t->next, memory_order_relaxed);
+        serex_fn fn = t->fn;
+        void *arg = t->arg;
+
+        serex__task_free(t);
+        serex__hand_back(fn, arg, on_pending, ctx);
+        t = next;
+    }
+}
+
 #endif /* SEREX_TASK_INTERNAL_H */
