@@ -45,6 +45,8 @@ typedef struct serex_serial_config {
  *            has terminated and can no longer run them, they are dropped.
  * Threads:   any thread. execute may be called from any number of threads
  *            at once; it never blocks (one atomic exchange per task).
+ *            await_termination and serex_destroy called from a task of the
+ *            serial, or of an executor it runs on, say SEREX_EDEADLK.
  */
 SEREX_API int serex_serial_create(serex_executor *target,
                                   const serex_serial_config *cfg,

@@ -37,6 +37,11 @@ typedef struct serex_striped serex_striped;
  *            shutdown / shutdown_now       | every call but destroy
  *            await_termination             | every call but destroy
  *            destroy (serex_destroy)       | nothing
+ *            await_termination and serex_destroy from a task of the
+ *            striped (a lane's or a keyless one), or of an executor it runs
+ *            on, say SEREX_EDEADLK. A keyless task, once accepted, is the
+ *            target's: shutdown_now cannot take it back, though await and
+ *            destroy wait for it.
  */
 SEREX_API int serex_striped_create(serex_executor *target,
                                    const serex_serial_config *cfg,
@@ -76,7 +81,8 @@ SEREX_API serex_executor *serex_striped_executor(serex_striped *s);
 
 /*
  * serex_striped_lanes - how many lanes are alive now (keys with queued or
- * running tasks). Approximate while tasks run; 0 once idle. 0 for NULL.
+ * running tasks). A snapshot while tasks run; 0 once idle or after
+ * shutdown_now took every task back. 0 for NULL.
  */
 SEREX_API size_t serex_striped_lanes(serex_striped *s);
 
