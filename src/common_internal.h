@@ -32,7 +32,8 @@
 #ifdef NDEBUG
 #  define SEREX_ASSERT(x) ((void)0)
 #else
-#  define SEREX_ASSERT(x) ((x) ? (void)0 : serex__assert_fail(#x, __FILE__, __LINE__))
+#  define SEREX_ASSERT(x) \
+      ((x) ? (void)0 : serex__assert_fail(#x, __FILE__, __LINE__))
 #endif
 _Noreturn void serex__assert_fail(const char *expr, const char *file, int line);
 

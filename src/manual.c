@@ -11,7 +11,7 @@
 struct manual {
     serex_executor base;
     serex__mutex mu;
-    serex__cond idle;           /* signalled when a run ends or the queue empties */
+    serex__cond idle;           /* a run ended or the queue emptied */
     struct serex__task *head;   /* FIFO, under mu */
     struct serex__task *tail;
     size_t queued;              /* under mu */

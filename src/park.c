@@ -46,7 +46,8 @@ static struct bucket *bucket_of(const volatile void *addr)
 }
 
 /* Sleeps on @addr's bucket while unchanged(addr, expected) holds. */
-static int park_wait(const void *addr, bool (*unchanged)(const void *, uint64_t),
+static int park_wait(const void *addr,
+                     bool (*unchanged)(const void *, uint64_t),
                      uint64_t expected, int64_t deadline_ns)
 {
     struct bucket *b = bucket_of(addr);

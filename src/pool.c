@@ -70,10 +70,11 @@
  * `put_lock`, and everyone who must not miss a push takes `put_lock` after
  * reading the flag: shutdown_now sets STOP and then empties the ring and
  * claims every batch under both locks; a worker that sees SHUTDOWN looks at
- * the ring under `put_lock`, and at every batch, before it exits. Lock order makes the flag and the pushes one
- * story: an execute that holds `put_lock` before them has pushed by the
- * time they look, and one that holds it after reads the flag after they
- * did, so it sees it (coherence) and says SEREX_EREJECTED. Every task whose
+ * the ring under `put_lock`, and at every batch, before it exits. Lock
+ * order makes the flag and the pushes one story: an execute that holds
+ * `put_lock` before them has pushed by the time they look, and one that
+ * holds it after reads the flag after they did, so it sees it (coherence)
+ * and says SEREX_EREJECTED. Every task whose
  * execute said SEREX_OK is run, or handed back, exactly once. Workers never
  * park after shutdown: shutdown sets the flag and then broadcasts under
  * `mu`, and a parking worker checks the flag under `mu`.
@@ -114,7 +115,7 @@ struct ring_slot {
 };
 
 /* A batched task. Atomic (relaxed) because a thief may read a slot while
- * its owner refills it; the thief's CAS then fails and it drops what it read. */
+ * its owner refills it; the thief's CAS then fails and it drops the read. */
 struct local_slot {
     _Atomic(serex_fn) fn;
     void *_Atomic arg;
@@ -193,7 +194,8 @@ static struct pool *pool_of(serex_executor *ex)
 
 static struct ring_slot *ring_alloc(uint64_t slots)
 {
-    return serex__alloc_aligned(SEREX__CACHELINE, slots * sizeof(struct ring_slot));
+    return serex__alloc_aligned(SEREX__CACHELINE,
+                                slots * sizeof(struct ring_slot));
 }
 
 /* Copies the live slots [head, tail) into @to, of mask @to_mask. Both
@@ -245,10 +247,10 @@ static int ring_make_room(struct pool *p)
 /* Appends a task. Under put_lock. */
 static int ring_push(struct pool *p, serex_fn fn, void *arg)
 {
-    uint64_t t = p->put_tail;
+    uint64_t t = p->put_tail, used = t - p->head_seen;
 
-    if (serex__unlikely(t - p->head_seen > p->mask ||
-                        (p->capacity != 0 && t - p->head_seen >= p->capacity))) {
+    if (serex__unlikely(used > p->mask ||
+                        (p->capacity != 0 && used >= p->capacity))) {
         int rc = ring_make_room(p);
 
         if (rc != SEREX_OK)
@@ -536,7 +538,8 @@ static void pool_grow(struct pool *p)
         return;
     serex__mutex_lock(&p->mu);
     /* relaxed: under mu, or a flag re-checked by the new thread */
-    if (!(atomic_load_explicit(&p->state, memory_order_relaxed) & ST_SHUTDOWN) &&
+    if (!(atomic_load_explicit(&p->state, memory_order_relaxed) &
+          ST_SHUTDOWN) &&
         atomic_load_explicit(&p->live, memory_order_relaxed) < p->max)
         (void)pool_start_thread(p); /* on failure the live workers run it */
     serex__mutex_unlock(&p->mu);
@@ -633,7 +636,8 @@ static bool worker_park(struct pool *p, struct slot *s, bool spinner)
     for (;;) {
         /* relaxed: shutdown sets the flag before taking mu to broadcast */
         if (p->wakeups > 0 || pool_has_work(p) ||
-            (atomic_load_explicit(&p->state, memory_order_relaxed) & ST_SHUTDOWN))
+            (atomic_load_explicit(&p->state, memory_order_relaxed) &
+             ST_SHUTDOWN))
             break;
         if (elastic && serex__now_ns() >= deadline && worker_retire(p, s)) {
             keep = false;
@@ -844,9 +848,10 @@ static void batches_hand_back(struct pool *p, serex_pending_fn on_pending,
             struct local_slot *ls = &s->q.buf[s->taken_h & (LOCAL_CAP - 1)];
 
             /* relaxed: claimed by us; nobody writes them any more */
-            serex__hand_back(atomic_load_explicit(&ls->fn, memory_order_relaxed),
-                             atomic_load_explicit(&ls->arg, memory_order_relaxed),
-                             on_pending, ctx);
+            serex_fn fn = atomic_load_explicit(&ls->fn, memory_order_relaxed);
+            void *arg = atomic_load_explicit(&ls->arg, memory_order_relaxed);
+
+            serex__hand_back(fn, arg, on_pending, ctx);
         }
     }
 }
@@ -1026,7 +1031,8 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
         serex__free(p);
         return rc;
     }
-    p->slots = serex__alloc_aligned(SEREX__CACHELINE, p->max * sizeof *p->slots);
+    p->slots = serex__alloc_aligned(SEREX__CACHELINE,
+                                    p->max * sizeof *p->slots);
     if (p->slots != NULL)
         memset(p->slots, 0, p->max * sizeof *p->slots);
     p->ring = p->slots != NULL ? ring_alloc(RING_MIN) : NULL;

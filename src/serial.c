@@ -349,7 +349,8 @@ static size_t serial_shutdown_now(serex_executor *ex,
     size_t n;
 
     /* relaxed: serial_take_all's acquire wait orders the flags */
-    atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP, memory_order_relaxed);
+    atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP,
+                             memory_order_relaxed);
     list = serial_take_all(s, &n);
     serial_bump_life(s);
     serex__task_hand_back_list(list, on_pending, ctx);

@@ -45,9 +45,9 @@
  * shard 0), so memory outlives termination as long as needed: destroy
  * registers every shard that holds references in `remaining`, and the
  * shard that drops its last one afterwards takes it out; whoever takes
- * `remaining` to 0 frees the striped. A lane is freed by
- * its drain once `wip` is 0 * its drain once `wip` is 0, or by shutdown_now or destroy if no drain
- * will ever run for it (its target refused the drain).
+ * `remaining` to 0 frees the striped. A lane is freed by its drain once
+ * `wip` is 0, or by shutdown_now or destroy if no drain will ever run for
+ * it (its target refused or dropped the drain).
  */
 #include <string.h> /* memset */
 
@@ -884,7 +884,8 @@ int serex_striped_create(serex_executor *target, const serex_serial_config *cfg,
         return SEREX_ENOMEM;
     memset(s, 0, sizeof *s);
     for (unsigned i = 0; i < SHARDS; i++) {
-        s->shards[i].buckets = serex__calloc(BUCKETS_MIN, sizeof(struct lane *));
+        s->shards[i].buckets =
+            serex__calloc(BUCKETS_MIN, sizeof(struct lane *));
         s->shards[i].mask = BUCKETS_MIN - 1;
         if (s->shards[i].buckets == NULL) {
             striped_free(s);
