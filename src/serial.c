@@ -65,10 +65,11 @@
  * still queued on a target nobody runs (after shutdown_now took its tasks):
  * termination does not wait for it. Instead every drain in flight holds a
  * reference: `life` counts drains (bits 0-7), a DETACHED bit set by
- * destroy (bit 8), a generation bumped by shutdown, shutdown_now and the
- * end of work (bits 9-23), and the threads in await_termination (bits
- * 24-31). Whoever leaves `life` with no drain and DETACHED frees the
- * serial: destroy if no drain is in flight, else the last drain. A drain
+ * destroy (bit 8), a bit flipped by shutdown, shutdown_now and the end of
+ * work (bit 9), and the threads in await_termination (bits 32-63; the
+ * loop is await_internal.h, shared with striped.c). Whoever leaves `life`
+ * with no drain and DETACHED frees the serial: destroy if no drain is in
+ * flight, else the last drain. A drain
  * the target drops unrun (a manual executor's destroy, a pool's
  * shutdown_now with no on_pending) releases its reference through
  * serex__hand_back. An awaiter counts itself in `life` before it looks;
@@ -79,6 +80,7 @@
  */
 #include <string.h> /* memset */
 
+#include "await_internal.h"
 #include "common_internal.h"
 #include "mpsc_internal.h"
 #include "park_internal.h"
@@ -93,12 +95,11 @@
 #define CTL_BROKEN 4u
 #define CTL_INFLIGHT 8u /* one execute between its check and its increment */
 
-#define LIFE_DRAIN 1u          /* one drain submitted and not finished */
-#define LIFE_DETACHED (1u << 8) /* destroyed: the last drain frees */
-#define LIFE_GEN (1u << 9)      /* something an awaiter waits for changed */
-#define LIFE_WAITER (1u << 24)  /* one thread in await_termination */
-#define LIFE_WAITER_MAX (255u << 24) /* past it, awaiters poll */
-#define POLL_NS INT64_C(1000000)     /* how often an uncounted awaiter looks */
+#define LIFE_DRAIN UINT64_C(1)          /* one drain out, not finished */
+#define LIFE_DETACHED (UINT64_C(1) << 8) /* destroyed: the last drain frees */
+#define LIFE_GEN (UINT64_C(1) << 9)     /* something awaiters wait for */
+#define LIFE_WAITER_SHIFT 32            /* bits 32-63: threads in await */
+#define LIFE_WAITER (UINT64_C(1) << LIFE_WAITER_SHIFT)
 #define LIFE_DRAINS(x) ((x) & (LIFE_DETACHED - 1))
 
 struct serial {
@@ -116,7 +117,7 @@ struct serial {
     struct serex__task *head;
     struct serex__task stub;
 
-    _Atomic uint32_t life;  /* drains | DETACHED | generation | waiters */
+    _Atomic uint64_t life;  /* drains | DETACHED | generation | waiters */
 };
 
 static const serex_executor_ops serial_ops;
@@ -166,8 +167,9 @@ static void serial_drain(void *arg);
 /* Wakes awaiters: something they wait for changed (see the essay). */
 static void serial_bump_life(struct serial *s)
 {
-    /* release: orders the change before an awaiter's re-check */
-    atomic_fetch_add_explicit(&s->life, LIFE_GEN, memory_order_release);
+    /* release: orders the change before an awaiter's re-check; a flip,
+     * so the generation never carries into the waiter count */
+    atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_release);
     serex__park_wake_all(&s->life);
 }
 
@@ -182,7 +184,7 @@ static void serial_idle(struct serial *s)
 static void serial_drain_exit(struct serial *s)
 {
     /* acq_rel: the last reference frees; every holder's use before it */
-    uint32_t old = atomic_fetch_sub_explicit(&s->life, LIFE_DRAIN,
+    uint64_t old = atomic_fetch_sub_explicit(&s->life, LIFE_DRAIN,
                                              memory_order_acq_rel);
 
     if (LIFE_DRAINS(old) == 1 && (old & LIFE_DETACHED))
@@ -375,61 +377,25 @@ static bool serial_submitting(struct serial *s)
     return atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT;
 }
 
-static bool serial_terminated(struct serial *s)
+static bool serial_quiet_cb(void *s)
 {
-    return serial_quiet(s) && !serial_submitting(s);
+    return serial_quiet(s);
 }
 
-/*
- * Waits for termination. @counted: we are counted in `life`, so the end
- * of work wakes us; else (the count is full) we look again every
- * millisecond.
- */
-static int serial_await_counted(struct serial *s, int64_t timeout_ns,
-                                bool counted)
+static bool serial_submitting_cb(void *s)
 {
-    int64_t deadline = serex__deadline(timeout_ns);
-
-    for (;;) {
-        /* relaxed: only the value to park on; the checks order */
-        uint32_t life = atomic_load_explicit(&s->life, memory_order_relaxed);
-        int64_t until = deadline;
-
-        if (serial_quiet(s)) {
-            if (!serial_submitting(s))
-                return SEREX_OK;
-            /* a submission is finishing: counted or refused in a moment,
-             * and neither wakes us, so look again rather than park */
-            serex__thread_yield();
-            continue;
-        }
-        if (!counted && deadline - serex__now_ns() > POLL_NS)
-            until = serex__now_ns() + POLL_NS;
-        if (timeout_ns == 0 ||
-            (serex__park_wait(&s->life, life, until) == SEREX_ETIMEDOUT &&
-             until == deadline))
-            return serial_terminated(s) ? SEREX_OK : SEREX_ETIMEDOUT;
-    }
+    return serial_submitting(s);
 }
 
 static int serial_await(serex_executor *ex, int64_t timeout_ns)
 {
     struct serial *s = serial_of(ex);
-    /* relaxed: a first guess for the CAS */
-    uint32_t v = atomic_load_explicit(&s->life, memory_order_relaxed);
-    bool counted = false;
-    int rc;
+    const struct serex__await a = {
+        &s->life, LIFE_WAITER, LIFE_WAITER_SHIFT, UINT32_MAX,
+        serial_quiet_cb, serial_submitting_cb, s,
+    };
 
-    /* seq_cst: counted before we look at wip (see the essay); a full
-     * count (255 waiters) leaves us uncounted, polling */
-    while (v < LIFE_WAITER_MAX && !counted)
-        counted = atomic_compare_exchange_weak_explicit(
-            &s->life, &v, v + LIFE_WAITER, memory_order_seq_cst,
-            memory_order_relaxed);
-    rc = serial_await_counted(s, timeout_ns, counted);
-    if (counted) /* relaxed: leaving only stops wake-ups meant for us */
-        atomic_fetch_sub_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
-    return rc;
+    return serex__await(&a, timeout_ns);
 }
 
 /* The target can no longer run anything: it has terminated. */
@@ -441,7 +407,7 @@ static bool serial_target_gone(struct serial *s)
 static void serial_destroy(serex_executor *ex)
 {
     struct serial *s = serial_of(ex);
-    uint32_t old;
+    uint64_t old;
 
     /*
      * Wait for the queued tasks to run; if they never can (the target

@@ -51,6 +51,7 @@
  */
 #include <string.h> /* memset */
 
+#include "await_internal.h"
 #include "common_internal.h"
 #include "mpsc_internal.h"
 #include "park_internal.h"
@@ -71,11 +72,11 @@
 /* `life`: keyless tasks out, and what awaiters park on (see the essay). */
 #define LIFE_ACTIVE UINT64_C(1)          /* bits 0-31: keyless tasks out */
 #define LIFE_GEN (UINT64_C(1) << 54)     /* bits 54-55: flipped to wake */
-#define LIFE_WAITER (UINT64_C(1) << 56)  /* bits 56-62: threads in await */
+#define LIFE_WAITER_SHIFT 56
+#define LIFE_WAITER (UINT64_C(1) << LIFE_WAITER_SHIFT) /* bits 56-62: await */
 #define LIFE_ACTIVES(x) ((x) & (LIFE_GEN - 1))
-#define LIFE_WAITERS(x) ((x) >> 56)
+#define LIFE_WAITERS(x) ((x) >> LIFE_WAITER_SHIFT)
 #define LIFE_WAITERS_MAX 127u
-#define POLL_NS INT64_C(1000000) /* how often an uncounted awaiter looks */
 
 struct serex_striped;
 
@@ -754,61 +755,28 @@ static bool striped_quiet(struct serex_striped *s, uint64_t life)
     return true;
 }
 
-static bool striped_terminated(struct serex_striped *s, uint64_t life)
+static bool striped_quiet_cb(void *s)
 {
-    return striped_quiet(s, life) && !striped_busy_submitting(s);
+    /* seq_cst: the look that follows counting ourselves (striped_notify) */
+    return striped_quiet(s, atomic_load_explicit(
+                                &((struct serex_striped *)s)->life,
+                                memory_order_seq_cst));
 }
 
-/* Waits for termination; polls every POLL_NS when not @counted (see
- * serial_await_counted). */
-static int striped_await_counted(struct serex_striped *s, int64_t timeout_ns,
-                                 bool counted)
+static bool striped_submitting_cb(void *s)
 {
-    int64_t deadline = serex__deadline(timeout_ns);
-
-    for (;;) {
-        /* seq_cst: the look that follows counting ourselves (striped_notify) */
-        uint64_t life = atomic_load_explicit(&s->life, memory_order_seq_cst);
-        int64_t until = deadline;
-
-        if (striped_quiet(s, life)) {
-            if (!striped_busy_submitting(s))
-                return SEREX_OK;
-            /* a submission is finishing: counted or refused in a moment,
-             * and neither wakes us, so look again rather than park */
-            serex__thread_yield();
-            continue;
-        }
-        if (!counted && deadline - serex__now_ns() > POLL_NS)
-            until = serex__now_ns() + POLL_NS;
-        if (timeout_ns == 0 ||
-            (serex__park_wait64(&s->life, life, until) == SEREX_ETIMEDOUT &&
-             until == deadline))
-            return striped_terminated(s, atomic_load_explicit(
-                                             &s->life, memory_order_seq_cst))
-                       ? SEREX_OK
-                       : SEREX_ETIMEDOUT;
-    }
+    return striped_busy_submitting(s);
 }
 
 static int striped_await(serex_executor *ex, int64_t timeout_ns)
 {
     struct serex_striped *s = striped_of(ex);
-    /* relaxed: a first guess for the CAS */
-    uint64_t v = atomic_load_explicit(&s->life, memory_order_relaxed);
-    bool counted = false;
-    int rc;
+    const struct serex__await a = {
+        &s->life, LIFE_WAITER, LIFE_WAITER_SHIFT, LIFE_WAITERS_MAX,
+        striped_quiet_cb, striped_submitting_cb, s,
+    };
 
-    /* seq_cst: counted before we look at the counts (striped_notify); a
-     * full count (127 waiters) leaves us uncounted, polling */
-    while (LIFE_WAITERS(v) < LIFE_WAITERS_MAX && !counted)
-        counted = atomic_compare_exchange_weak_explicit(
-            &s->life, &v, v + LIFE_WAITER, memory_order_seq_cst,
-            memory_order_relaxed);
-    rc = striped_await_counted(s, timeout_ns, counted);
-    if (counted) /* relaxed: leaving only stops wake-ups meant for us */
-        atomic_fetch_sub_explicit(&s->life, LIFE_WAITER, memory_order_relaxed);
-    return rc;
+    return serex__await(&a, timeout_ns);
 }
 
 static void striped_free(struct serex_striped *s)

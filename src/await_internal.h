@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * await_internal.h - await_termination for the wrappers (serial, striped):
+ * one loop over a 64-bit state word that counts its waiters.
+ *
+ * The waiter counts itself in the word (a seq_cst CAS), then looks at the
+ * wrapper's state; whoever ends the work looks for waiters after its own
+ * change (seq_cst too) and, if any, changes the word and wakes the parking
+ * lot. Either it sees the waiter or the waiter sees its change, so no
+ * wake-up is lost (see serial.c). Past `waiters_max` waiters, a new waiter
+ * is not counted and looks again every millisecond instead.
+ */
+#ifndef SEREX_AWAIT_INTERNAL_H
+#define SEREX_AWAIT_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common_internal.h"
+#include "park_internal.h"
+#include "thread_internal.h"
+
+#define SEREX__AWAIT_POLL_NS INT64_C(1000000)
+
+struct serex__await {
+    _Atomic uint64_t *word;     /* parked on; waiters counted in it */
+    uint64_t waiter;            /* one waiter in the word */
+    unsigned shift;             /* the waiter count is word >> shift ... */
+    uint64_t waiters_max;       /* ... and at most this */
+    bool (*quiet)(void *obj);   /* shut down, and every counted task done */
+    bool (*submitting)(void *obj); /* an execute is still in flight */
+    void *obj;
+};
+
+/* Waits for quiet and no submission in flight. @counted: see above. */
+static inline int serex__await_loop(const struct serex__await *a,
+                                    int64_t timeout_ns, bool counted)
+{
+    int64_t deadline = serex__deadline(timeout_ns);
+
+    for (;;) {
+        /* seq_cst: the look that follows counting ourselves */
+        uint64_t v = atomic_load_explicit(a->word, memory_order_seq_cst);
+        int64_t until = deadline;
+
+        if (a->quiet(a->obj)) {
+            if (!a->submitting(a->obj))
+                return SEREX_OK;
+            /* a submission is finishing: counted or refused in a moment,
+             * and neither wakes us, so look again rather than park */
+            serex__thread_yield();
+            continue;
+        }
+        if (!counted && deadline - serex__now_ns() > SEREX__AWAIT_POLL_NS)
+            until = serex__now_ns() + SEREX__AWAIT_POLL_NS;
+        if (timeout_ns == 0 ||
+            (serex__park_wait64(a->word, v, until) == SEREX_ETIMEDOUT &&
+             until == deadline))
+            return a->quiet(a->obj) && !a->submitting(a->obj)
+                       ? SEREX_OK
+                       : SEREX_ETIMEDOUT;
+    }
+}
+
+/* await_termination: count ourselves (if there is room), wait, leave. */
+static inline int serex__await(const struct serex__await *a,
+                               int64_t timeout_ns)
+{
+    /* relaxed: a first guess for the CAS */
+    uint64_t v = atomic_load_explicit(a->word, memory_order_relaxed);
+    bool counted = false;
+    int rc;
+
+    /* seq_cst: counted before we look (see the header comment) */
+    while ((v >> a->shift) < a->waiters_max && !counted)
+        counted = atomic_compare_exchange_weak_explicit(
+            a->word, &v, v + a->waiter, memory_order_seq_cst,
+            memory_order_relaxed);
+    rc = serex__await_loop(a, timeout_ns, counted);
+    if (counted) /* relaxed: leaving only stops wake-ups meant for us */
+        atomic_fetch_sub_explicit(a->word, a->waiter, memory_order_relaxed);
+    return rc;
+}
+
+#endif /* SEREX_AWAIT_INTERNAL_H */
