@@ -26,14 +26,19 @@
  * and a few stores, never while a task runs.
  *
  * --- Shutdown, termination, and who frees what ---
- * As in serial.c: `ctl` holds the flags and the number of execute calls in
- * flight (until their lane's drain, if they start one, is submitted);
- * shutdown_now sets STOP, waits for them, then takes every lane's queue
+ * `ctl` holds the SHUT, STOP and BROKEN flags. A keyed execute reads them
+ * under its shard lock, in the critical section where it pushes and
+ * counts its lane busy; shutdown and shutdown_now set them (release)
+ * before they, or an awaiter that saw them (acquire), take any shard lock.
+ * So each submission is either seen by them or sees the flag: no
+ * submission is ever "in flight" unseen, and the submit path touches no
+ * line shared by all shards. (Keyless submissions, rare, still count
+ * themselves in flight in `ctl`.) shutdown_now takes every lane's queue
  * under its shard lock and pop lock (each task has one taker, and a drain
  * cannot start a task behind one taken back), and subtracts what it took
  * from the lane's `wip`.
  * The striped is terminated when shut down, with no busy lane (one whose
- * `wip` is above 0), no keyless task out and no execute in flight. Busy
+ * `wip` is above 0), no keyless task out and none in flight. Busy
  * lanes are counted per shard, under the shard lock that the producer
  * starting a lane and the drain ending it hold anyway, so a lane's life
  * costs no atomic operation on a line shared by every shard. An awaiter
@@ -491,6 +496,16 @@ static int striped_push(struct serex_striped *s, uint64_t key, uint64_t hash,
     uint64_t prev;
 
     serex__spin_lock(&sh->lock);
+    /*
+     * relaxed: shutdown sets the flag (release) before it, or an awaiter
+     * that saw it (acquire), takes this lock; so either our push comes
+     * first and they see it, or we see the flag (see the essay).
+     */
+    if (atomic_load_explicit(&s->ctl, memory_order_relaxed) &
+        (CTL_SHUT | CTL_BROKEN)) {
+        serex__spin_unlock(&sh->lock);
+        return SEREX_EREJECTED;
+    }
     l = shard_find(sh, hash, key);
     if (l == NULL && (l = lane_new(s, sh, hash, key)) == NULL) {
         serex__spin_unlock(&sh->lock);
@@ -520,18 +535,11 @@ int serex_striped_execute(serex_striped *s, uint64_t key, serex_fn fn,
         return SEREX_EINVAL;
     if ((t = serex__task_new(fn, arg)) == NULL)
         return SEREX_ENOMEM;
-    rc = striped_enter(s);
-    if (rc != SEREX_OK) {
-        serex__task_free(t);
-        return rc;
-    }
     rc = striped_push(s, key, hash, t, &start);
-    if (rc != SEREX_OK) {
+    if (rc != SEREX_OK)
         serex__task_free(t);
-    } else if (start != NULL) {
-        rc = lane_start(s, start, hash); /* still in flight: see essay */
-    }
-    striped_leave(s);
+    else if (start != NULL) /* the lane counts busy: nothing ends meanwhile */
+        rc = lane_start(s, start, hash);
     return rc;
 }
 
@@ -602,9 +610,11 @@ static void striped_shutdown(serex_executor *ex)
 {
     struct serex_striped *s = striped_of(ex);
 
-    if (atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_relaxed) &
+    /* release: a producer or awaiter that takes a shard lock after seeing
+     * or publishing the flag is ordered after it (see striped_push) */
+    if (atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_release) &
         CTL_SHUT)
-        return; /* once: the generation has 8 bits */
+        return; /* a second shutdown changes nothing */
     /* release: the flag before an awaiter's re-check of `life` */
     atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_release);
     serex__park_wake_all(&s->life);
@@ -693,9 +703,6 @@ static struct serex__task *striped_take_all(struct serex_striped *s,
     struct lane *dead = NULL;
     uint64_t emptied = 0;
 
-    /* acquire: pairs with striped_leave; then every push is in a lane */
-    while (atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT)
-        serex__thread_yield();
     *count = 0;
     for (unsigned i = 0; i < SHARDS; i++) {
         serex__spin_lock(&s->shards[i].lock);
@@ -720,10 +727,11 @@ static size_t striped_shutdown_now(serex_executor *ex,
     struct serex__task *list;
     size_t n;
 
+    /* release: as in striped_shutdown */
     uint64_t old = atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP,
-                                            memory_order_relaxed);
+                                            memory_order_release);
 
-    list = striped_take_all(s, &n); /* orders the flags (acquire) */
+    list = striped_take_all(s, &n); /* each shard lock orders the flags */
     if (!(old & CTL_STOP)) { /* once: the generation has 8 bits */
         atomic_fetch_xor_explicit(&s->life, LIFE_GEN << 1,
                                   memory_order_release);
@@ -747,11 +755,23 @@ static bool striped_quiet(struct serex_striped *s, uint64_t life)
     if (!(atomic_load_explicit(&s->ctl, memory_order_acquire) & CTL_SHUT) ||
         LIFE_ACTIVES(life) != 0)
         return false;
-    for (unsigned i = 0; i < SHARDS; i++)
-        /* seq_cst: against striped_notify (see the essay); it also pairs
-         * with the lock release after the drain's last task */
-        if (atomic_load_explicit(&s->shards[i].busy, memory_order_seq_cst))
+    for (unsigned i = 0; i < SHARDS; i++) {
+        struct shard *sh = &s->shards[i];
+        size_t busy;
+
+        /*
+         * Under the shard lock: a producer that checked the flag before
+         * shutdown counts its lane busy in the same critical section, so
+         * we see that count or it sees the flag. The lock also orders a
+         * drain's last task before us, and our count as a waiter before
+         * a drain that ends a lane after us (striped_notify).
+         */
+        serex__spin_lock(&sh->lock);
+        busy = atomic_load_explicit(&sh->busy, memory_order_relaxed);
+        serex__spin_unlock(&sh->lock);
+        if (busy != 0)
             return false;
+    }
     return true;
 }
 
