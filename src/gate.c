@@ -13,9 +13,9 @@
  * open. So an execute racing with open is either in a list that open
  * takes (and forwarded after every earlier task) or sees the gate open
  * with nothing parked: it is never lost and never overtakes. A close
- * during a release takes effect when the release ends. Only one open
- * releases at a time (a second open while releasing only asks for the
- * gate to stay open).
+ * during a release stops it after the batch in hand: what arrives after
+ * stays parked. Only one open releases at a time (a second open while
+ * releasing only asks for the gate to stay open).
  * A task whose target refuses it at release is kept aside, in order, and
  * handed back by destroy: it no longer holds back the tasks behind it.
  */
@@ -138,7 +138,8 @@ void serex_gate_open(serex_gate *g)
         return;
     }
     g->releasing = true;
-    while ((p = list_take(&g->parked)) != NULL) {
+    /* a close meanwhile stops the release: later tasks stay parked */
+    while (g->want_open && (p = list_take(&g->parked)) != NULL) {
         serex__mutex_unlock(&g->mu);
         gate_forward(g, p);
         serex__mutex_lock(&g->mu);
