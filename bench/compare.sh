@@ -17,7 +17,8 @@
 # --no-peers        run serex only (the table then has no peer column filled)
 # BENCH             workload names (default: every bench serex_bench --list
 #                   names). serex runs those it knows, the peers those they
-#                   know; pool_idle_cpu is serex's alone.
+#                   know; pool_idle_cpu and channel_pipeline are serex's
+#                   alone.
 #
 # Like the peers' runner, every measurement runs in its own process: one
 # serex_bench process per bench and variant. Nothing runs in parallel. For a
@@ -31,7 +32,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 peers="$repo/../shared/peers/run"
 # The benches the peers' runners accept (shared/peers/c/run, java/run);
-# they reject any other name, so only these are passed on.
+# they reject any other name, so only these are passed on (never
+# pool_idle_cpu or channel_pipeline, which are serex's alone).
 peer_benches=(pool_throughput pool_latency serial_throughput
               striped_throughput timer_schedule_cancel timer_accuracy
               timer_periodic)
@@ -54,7 +56,7 @@ while [ $# -gt 0 ]; do
         --repeat) [ $# -ge 2 ] || die "--repeat needs a value"; repeat="$2"; shift ;;
         --out) [ $# -ge 2 ] || die "--out needs a value"; out="$2"; shift ;;
         --no-peers) run_peers=0 ;;
-        -h|--help) sed -n '3,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '3,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) die "unknown option: $1" ;;
         */*) bin="$1" ;;
         *) benches+=("$1") ;;

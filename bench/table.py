@@ -41,6 +41,9 @@ METRICS = {
     "striped_throughput": [("tasks_per_sec", "higher"),
                            ("peak_rss_kb", "lower"),
                            ("lanes_alive", "show")],
+    # serex's own: no peer runs it, so only serex's value is shown.
+    "channel_pipeline": [("items_per_sec", "higher"),
+                         ("peak_rss_kb", "lower")],
     "timer_schedule_cancel": [("ops_per_sec", "higher"),
                               ("bytes_per_timer", "lower")],
     "timer_accuracy": [("p50_us", "lower"), ("p99_us", "lower")],
