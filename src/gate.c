@@ -91,21 +91,20 @@ int serex_gate_execute(serex_gate *g, serex_executor *target, serex_fn fn,
 
     if (g == NULL || target == NULL || target->ops == NULL || fn == NULL)
         return SEREX_EINVAL;
-    /* Allocated before the lock: an error must leave nothing behind. */
-    p = serex__cache_alloc(SEREX__CLASS_32);
-    if (p == NULL)
-        return SEREX_ENOMEM;
     serex__mutex_lock(&g->mu);
     now = g->open && !g->releasing && g->parked.head == NULL;
     if (!now) {
+        /* Only parking allocates; a failure leaves nothing behind. */
+        p = serex__cache_alloc(SEREX__CLASS_32);
+        if (p == NULL) {
+            serex__mutex_unlock(&g->mu);
+            return SEREX_ENOMEM;
+        }
         *p = (struct parked){NULL, target, fn, arg};
         list_append(&g->parked, p);
     }
     serex__mutex_unlock(&g->mu);
-    if (!now)
-        return SEREX_OK;
-    serex__cache_free(SEREX__CLASS_32, p);
-    return serex_execute(target, fn, arg);
+    return now ? serex_execute(target, fn, arg) : SEREX_OK;
 }
 
 /* Forwards a taken list in order; refused tasks go to the kept list. */
