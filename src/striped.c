@@ -444,7 +444,7 @@ static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
     } else {
         l->broken = true;
     }
-    /* never the last: the producer is in flight, so destroy has not run */
+    /* never the last: destroy overlaps with no other call (striped.h) */
     (void)shard_unref(s, sh);
     serex__spin_unlock(&sh->lock);
     if (undo) {
