@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_wheel.c - the timing wheel against a naive model (an array of
+ * pending timers), with serex__wheel_check after every step, as timeout.c
+ * checks its wheel: random adds (delays from 0 to far past one turn of the
+ * top level), deletes and advances (by one tick, a few, a whole turn, huge
+ * jumps), for several wheel sizes.
+ */
+#include "test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "wheel_internal.h"
+
+#define NT 512
+
+struct fixture {
+    struct serex__wheel w;
+    struct serex__wtimer t[NT];
+    bool pending[NT];       /* the model: which timers are in the wheel */
+    uint64_t expires[NT];
+    uint64_t added[NT];     /* add order, for ties */
+    uint64_t next_add;
+    uint64_t x;             /* the LCG of WORKLOADS.md */
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+
+    assert_non_null(f);
+    f->x = 42;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+
+    serex__wheel_fini(&f->w);
+    free(f);
+    return 0;
+}
+
+static uint64_t rnd(struct fixture *f)
+{
+    f->x = f->x * UINT64_C(6364136223846793005) +
+           UINT64_C(1442695040888963407);
+    return f->x >> 33;
+}
+
+static size_t index_of(struct fixture *f, struct serex__wtimer *t)
+{
+    return (size_t)(t - f->t);
+}
+
+/* A delay spread over every scale: 0, small, one turn, many turns, huge. */
+static uint64_t random_delay(struct fixture *f)
+{
+    switch (rnd(f) % 6) {
+    case 0: return 0;
+    case 1: return rnd(f) % 8;
+    case 2: return rnd(f) % 1024;
+    case 3: return rnd(f) % (1u << 20);
+    case 4: return (rnd(f) << 20) % (UINT64_C(1) << 44);
+    default: return rnd(f) << 31 | rnd(f); /* up to 2^62 */
+    }
+}
+
+static uint64_t random_step(struct fixture *f)
+{
+    switch (rnd(f) % 5) {
+    case 0: return 1;
+    case 1: return rnd(f) % 16;
+    case 2: return rnd(f) % 2048;
+    case 3: return rnd(f) % (1u << 22);
+    default: return (rnd(f) << 24) % (UINT64_C(1) << 50);
+    }
+}
+
+static void model_add(struct fixture *f)
+{
+    size_t i = rnd(f) % NT;
+    uint64_t e;
+
+    if (f->pending[i])
+        return;
+    e = f->w.now + random_delay(f);
+    if (e < f->w.now) /* no wrap: saturate, as the scheduler will */
+        e = UINT64_MAX;
+    serex__wheel_add(&f->w, &f->t[i], e);
+    f->pending[i] = true;
+    f->expires[i] = e;
+    f->added[i] = f->next_add++;
+}
+
+static void model_del(struct fixture *f)
+{
+    size_t i = rnd(f) % NT;
+
+    assert_int_equal(serex__wheel_del(&f->w, &f->t[i]), f->pending[i]);
+    assert_false(serex__wtimer_pending(&f->t[i]));
+    f->pending[i] = false;
+}
+
+/* The model's earliest pending expiry. */
+static uint64_t model_min(struct fixture *f)
+{
+    uint64_t m = UINT64_MAX;
+
+    for (size_t i = 0; i < NT; i++)
+        if (f->pending[i] && f->expires[i] < m)
+            m = f->expires[i];
+    return m;
+}
+
+static void model_advance(struct fixture *f)
+{
+    uint64_t step = random_step(f), now = f->w.now + step, last_e = 0,
+             last_a = 0;
+    struct serex__wtimer *t;
+    size_t fired = 0, due = 0;
+    bool first = true;
+
+    if (now < f->w.now)
+        now = UINT64_MAX;
+    for (size_t i = 0; i < NT; i++)
+        due += f->pending[i] && f->expires[i] <= now;
+    for (t = serex__wheel_advance(&f->w, now); t != NULL; t = t->next) {
+        size_t i = index_of(f, t);
+
+        /* exactly the due ones, never early, in expiry then add order */
+        assert_true(f->pending[i]);
+        assert_true(f->expires[i] <= now);
+        assert_true(first || f->expires[i] > last_e ||
+                    (f->expires[i] == last_e && f->added[i] > last_a));
+        assert_false(serex__wtimer_pending(t));
+        last_e = f->expires[i];
+        last_a = f->added[i];
+        first = false;
+        f->pending[i] = false;
+        fired++;
+    }
+    assert_int_equal(fired, due);
+    assert_int_equal(f->w.now, now);
+}
+
+static void check_next(struct fixture *f)
+{
+    uint64_t next = serex__wheel_next(&f->w), min = model_min(f);
+
+    /* never later than the earliest expiry (a tickless sleeper wakes in
+     * time); equal when that timer sits on the lowest level */
+    assert_true(next <= min);
+    if (min == UINT64_MAX)
+        assert_int_equal(next, UINT64_MAX);
+    else
+        assert_true(next >= f->w.now);
+}
+
+static void run_random(struct fixture *f, unsigned size, unsigned steps)
+{
+    assert_int_equal(serex__wheel_init(&f->w, size, rnd(f)), SEREX_OK);
+    for (size_t i = 0; i < NT; i++)
+        serex__wtimer_init(&f->t[i]);
+    for (unsigned s = 0; s < steps; s++) {
+        switch (rnd(f) % 4) {
+        case 0:
+        case 1: model_add(f); break;
+        case 2: model_del(f); break;
+        default: model_advance(f); break;
+        }
+        if (serex__wheel_check(&f->w, stderr) != 0)
+            fail_msg("wheel invariant broken at step %u (size %u)", s, size);
+        check_next(f);
+    }
+    /* drain it all: everything left fires by the end of time */
+    while (model_min(f) != UINT64_MAX) {
+        uint64_t target = model_min(f);
+
+        for (struct serex__wtimer *t = serex__wheel_advance(&f->w, target);
+             t != NULL; t = t->next)
+            f->pending[index_of(f, t)] = false;
+        assert_true(model_min(f) > target);
+    }
+    assert_int_equal(f->w.count, 0);
+    assert_int_equal(serex__wheel_next(&f->w), UINT64_MAX);
+    serex__wheel_fini(&f->w);
+}
+
+static void wheel_random_against_model_size_512(void **state)
+{
+    run_random(*state, 512, 20000);
+}
+
+static void wheel_random_against_model_small_sizes(void **state)
+{
+    run_random(*state, 2, 5000);
+    run_random(*state, 4, 5000);
+    run_random(*state, 64, 5000);
+    run_random(*state, 128, 5000);
+}
+
+static void wheel_ties_fire_in_add_order(void **state)
+{
+    struct fixture *f = *state;
+    struct serex__wtimer *t;
+    size_t n = 0;
+
+    assert_int_equal(serex__wheel_init(&f->w, 512, 1000), SEREX_OK);
+    for (size_t i = 0; i < 100; i++) { /* same expiry, across levels */
+        serex__wtimer_init(&f->t[i]);
+        serex__wheel_add(&f->w, &f->t[i], 1000 + 5000);
+    }
+    assert_null(serex__wheel_advance(&f->w, 5999));
+    for (t = serex__wheel_advance(&f->w, 6000); t != NULL; t = t->next)
+        assert_int_equal(index_of(f, t), n++);
+    assert_int_equal(n, 100);
+}
+
+static void wheel_bad_size_is_einval(void **state)
+{
+    struct fixture *f = *state;
+
+    assert_int_equal(serex__wheel_init(&f->w, 0, 0), SEREX_EINVAL);
+    assert_int_equal(serex__wheel_init(&f->w, 1, 0), SEREX_EINVAL);
+    assert_int_equal(serex__wheel_init(&f->w, 500, 0), SEREX_EINVAL);
+    assert_int_equal(serex__wheel_init(&f->w, 1u << 17, 0), SEREX_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(wheel_random_against_model_size_512),
+        T(wheel_random_against_model_small_sizes),
+        T(wheel_ties_fire_in_add_order),
+        T(wheel_bad_size_is_einval),
+#undef T
+    };
+
+    return cmocka_run_group_tests_name("wheel", tests, NULL, NULL);
+}
