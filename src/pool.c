@@ -340,9 +340,11 @@ static unsigned local_refill(struct pool *p, struct local *q)
      * Half of what is queued, so the others get their share. An elastic
      * pool takes one at a time: it starts a thread when a task finds every
      * worker busy, and a task parked in a busy worker's batch would not.
+     * So does a bounded one: its capacity counts every task waiting to
+     * start, and tasks in a batch would escape the count.
      */
     n = avail >= 2 * LOCAL_CAP ? LOCAL_CAP : (unsigned)((avail + 1) / 2);
-    if (p->max > p->core)
+    if (p->max > p->core || p->capacity != 0)
         n = 1;
     for (unsigned i = 0; i < n; i++) {
         struct ring_slot *rs = &p->ring[(h + i) & p->mask];
