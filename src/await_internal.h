@@ -83,4 +83,25 @@ static inline int serex__await(const struct serex__await *a,
     return rc;
 }
 
+/*
+ * The first half of a wrapper's destroy (serial, striped): wait for the
+ * accepted tasks to run; if they never can (the target refused or dropped
+ * a drain: @broken; or it has terminated), call @drop to take them back
+ * and drop them instead. Waits in slices, so a target that terminates
+ * meanwhile is noticed.
+ */
+static inline void serex__wrapper_settle(serex_executor *ex,
+                                         serex_executor *target,
+                                         bool (*broken)(serex_executor *ex),
+                                         void (*drop)(serex_executor *ex))
+{
+    while (ex->ops->await_termination(ex, SEREX__AWAIT_POLL_NS * 10) !=
+           SEREX_OK) {
+        if (broken(ex) || serex_await_termination(target, 0) == SEREX_OK) {
+            drop(ex);
+            return;
+        }
+    }
+}
+
 #endif /* SEREX_AWAIT_INTERNAL_H */

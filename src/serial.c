@@ -398,10 +398,19 @@ static int serial_await(serex_executor *ex, int64_t timeout_ns)
     return serex__await(&a, timeout_ns);
 }
 
-/* The target can no longer run anything: it has terminated. */
-static bool serial_target_gone(struct serial *s)
+static bool serial_broken(serex_executor *ex)
 {
-    return serex_await_termination(s->target, 0) == SEREX_OK;
+    /* relaxed: a hint; serex__wrapper_settle looks again after waiting */
+    return atomic_load_explicit(&serial_of(ex)->ctl, memory_order_relaxed) &
+           CTL_BROKEN;
+}
+
+static void serial_drop_all(serex_executor *ex)
+{
+    size_t n;
+
+    serex__task_hand_back_list(serial_take_all(serial_of(ex), &n), NULL,
+                               NULL);
 }
 
 static void serial_destroy(serex_executor *ex)
@@ -409,20 +418,7 @@ static void serial_destroy(serex_executor *ex)
     struct serial *s = serial_of(ex);
     uint64_t old;
 
-    /*
-     * Wait for the queued tasks to run; if they never can (the target
-     * refused or dropped the drain, or has terminated), drop them instead.
-     */
-    while (serial_await(ex, 10 * INT64_C(1000000)) != SEREX_OK) {
-        if ((atomic_load_explicit(&s->ctl, memory_order_relaxed) &
-             CTL_BROKEN) ||
-            serial_target_gone(s)) {
-            size_t n;
-
-            serex__task_hand_back_list(serial_take_all(s, &n), NULL, NULL);
-            break;
-        }
-    }
+    serex__wrapper_settle(ex, s->target, serial_broken, serial_drop_all);
     /* acq_rel: as in serial_drain_exit; the last holder frees */
     old = atomic_fetch_or_explicit(&s->life, LIFE_DETACHED,
                                    memory_order_acq_rel);

@@ -806,25 +806,27 @@ static void striped_free(struct serex_striped *s)
     serex__free(s);
 }
 
+static bool striped_broken(serex_executor *ex)
+{
+    /* relaxed: a hint; serex__wrapper_settle looks again after waiting */
+    return atomic_load_explicit(&striped_of(ex)->ctl, memory_order_relaxed) &
+           CTL_BROKEN;
+}
+
+static void striped_drop_all(serex_executor *ex)
+{
+    size_t n;
+
+    serex__task_hand_back_list(striped_take_all(striped_of(ex), &n), NULL,
+                               NULL);
+}
+
 static void striped_destroy(serex_executor *ex)
 {
     struct serex_striped *s = striped_of(ex);
     uint64_t old;
 
-    /*
-     * Wait for every accepted task; if some never can run (the target
-     * refused a drain, or has terminated), drop them instead.
-     */
-    while (striped_await(ex, 10 * INT64_C(1000000)) != SEREX_OK) {
-        if ((atomic_load_explicit(&s->ctl, memory_order_relaxed) &
-             CTL_BROKEN) ||
-            serex_await_termination(s->target, 0) == SEREX_OK) {
-            size_t n;
-
-            serex__task_hand_back_list(striped_take_all(s, &n), NULL, NULL);
-            break;
-        }
-    }
+    serex__wrapper_settle(ex, s->target, striped_broken, striped_drop_all);
     /*
      * Count the shards still holding references (drains on their way out
      * or queued on a target nobody runs); each takes itself out when its
