@@ -265,35 +265,6 @@ static void set_target(struct fixture *f, long target)
     atomic_store_explicit(&f->target, target, memory_order_relaxed);
 }
 
-/* --- EDEADLK probe --- */
-
-struct self_wait {
-    serex_executor *ex;
-    serex_event *done;
-    int await0, await_forever, destroy;
-};
-
-/* Await with timeout 0 first, so a missing check fails instead of hanging;
- * the calls that would hang are made only once it said EDEADLK. */
-static void self_wait_task(void *arg)
-{
-    struct self_wait *w = arg;
-
-    w->await0 = serex_await_termination(w->ex, 0);
-    if (w->await0 == SEREX_EDEADLK) {
-        w->await_forever = serex_await_termination(w->ex, SEREX_FOREVER);
-        w->destroy = serex_destroy(w->ex);
-    }
-    serex_event_signal(w->done);
-}
-
-static void assert_all_edeadlk(const struct self_wait *w)
-{
-    assert_int_equal(w->await0, SEREX_EDEADLK);
-    assert_int_equal(w->await_forever, SEREX_EDEADLK);
-    assert_int_equal(w->destroy, SEREX_EDEADLK);
-}
-
 /* --- order and batching, on the manual executor --- */
 
 static void serial_runs_tasks_in_submission_order(void **state)
@@ -482,13 +453,13 @@ static void serial_on_user_executor_keeps_order_and_batch(void **state)
     for (size_t i = 0; i < 10; i++)
         assert_int_equal(f->log[i], i);
     /* the serial's own frame gives EDEADLK on a target that has none */
-    struct self_wait w = {.ex = s, .done = f->done};
+    struct test_self_wait w = {.ex = s, .done = f->done};
 
-    assert_int_equal(serex_execute(s, self_wait_task, &w), SEREX_OK);
+    assert_int_equal(serex_execute(s, test_self_wait_task, &w), SEREX_OK);
     while (user_run_one(&f->user))
         ;
     assert_signalled(f->done);
-    assert_all_edeadlk(&w);
+    test_assert_all_edeadlk(&w);
     serex_shutdown(s);
     assert_int_equal(serex_await_termination(s, 0), SEREX_OK);
     /* the serial never shut its target down */
@@ -868,12 +839,12 @@ static void serial_await_and_destroy_from_own_task_is_edeadlk(void **state)
 {
     struct fixture *f = *state;
     serex_executor *s = make_serial(f, 0, f->manual, 0);
-    struct self_wait w = {.ex = s, .done = f->done};
+    struct test_self_wait w = {.ex = s, .done = f->done};
 
-    assert_int_equal(serex_execute(s, self_wait_task, &w), SEREX_OK);
+    assert_int_equal(serex_execute(s, test_self_wait_task, &w), SEREX_OK);
     test_run_all(f->manual);
     assert_signalled(f->done);
-    assert_all_edeadlk(&w);
+    test_assert_all_edeadlk(&w);
     /* destroy did nothing: the serial still works */
     assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
     test_run_all(f->manual);
@@ -885,13 +856,13 @@ static void serial_await_and_destroy_from_target_task_is_edeadlk(
 {
     struct fixture *f = *state;
     serex_executor *s = make_serial(f, 0, f->manual, 0);
-    struct self_wait w = {.ex = s, .done = f->done};
+    struct test_self_wait w = {.ex = s, .done = f->done};
 
     /* a task of the executor the serial runs on (promise 7) */
-    assert_int_equal(serex_execute(f->manual, self_wait_task, &w), SEREX_OK);
+    assert_int_equal(serex_execute(f->manual, test_self_wait_task, &w), SEREX_OK);
     test_run_all(f->manual);
     assert_signalled(f->done);
-    assert_all_edeadlk(&w);
+    test_assert_all_edeadlk(&w);
     assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
     test_run_all(f->manual);
     assert_int_equal(f->nlog, 1);
@@ -902,18 +873,18 @@ static void serial_await_from_task_of_outer_serial_is_edeadlk(void **state)
     struct fixture *f = *state;
     serex_executor *outer = make_serial(f, 0, f->manual, 0);
     serex_executor *inner = make_serial(f, 1, outer, 0);
-    struct self_wait w1 = {.ex = inner, .done = f->done};
-    struct self_wait w2 = {.ex = inner, .done = f->done};
+    struct test_self_wait w1 = {.ex = inner, .done = f->done};
+    struct test_self_wait w2 = {.ex = inner, .done = f->done};
 
     /* inner runs on outer, which runs on manual: both are below inner */
-    assert_int_equal(serex_execute(outer, self_wait_task, &w1), SEREX_OK);
+    assert_int_equal(serex_execute(outer, test_self_wait_task, &w1), SEREX_OK);
     test_run_all(f->manual);
     assert_signalled(f->done);
-    assert_all_edeadlk(&w1);
-    assert_int_equal(serex_execute(f->manual, self_wait_task, &w2), SEREX_OK);
+    test_assert_all_edeadlk(&w1);
+    assert_int_equal(serex_execute(f->manual, test_self_wait_task, &w2), SEREX_OK);
     test_run_all(f->manual);
     assert_signalled(f->done);
-    assert_all_edeadlk(&w2);
+    test_assert_all_edeadlk(&w2);
 }
 
 static void serial_await_and_destroy_from_own_task_on_pool_is_edeadlk(
@@ -921,19 +892,19 @@ static void serial_await_and_destroy_from_own_task_on_pool_is_edeadlk(
 {
     struct fixture *f = *state;
     serex_executor *s;
-    struct self_wait w = {.done = f->done};
-    struct self_wait wt = {.done = f->done};
+    struct test_self_wait w = {.done = f->done};
+    struct test_self_wait wt = {.done = f->done};
 
     make_pool(f, 2);
     s = make_serial(f, 0, f->pool, 0);
     w.ex = wt.ex = s;
-    assert_int_equal(serex_execute(s, self_wait_task, &w), SEREX_OK);
+    assert_int_equal(serex_execute(s, test_self_wait_task, &w), SEREX_OK);
     assert_signalled(f->done);
-    assert_all_edeadlk(&w);
+    test_assert_all_edeadlk(&w);
     /* and from a plain task of the pool the serial runs on */
-    assert_int_equal(serex_execute(f->pool, self_wait_task, &wt), SEREX_OK);
+    assert_int_equal(serex_execute(f->pool, test_self_wait_task, &wt), SEREX_OK);
     assert_signalled(f->done);
-    assert_all_edeadlk(&wt);
+    test_assert_all_edeadlk(&wt);
     set_target(f, 1);
     assert_int_equal(serex_execute(s, count_task, f), SEREX_OK);
     assert_signalled(f->done);
@@ -944,7 +915,7 @@ static void serial_await_from_unrelated_task_is_not_edeadlk(
 {
     struct fixture *f = *state;
     serex_executor *a, *b;
-    struct self_wait w = {.done = f->done};
+    struct test_self_wait w = {.done = f->done};
 
     /* b's task is not a task of a, nor of what a runs on (a pool task is,
      * though): so only a timeout 0 poll, which must not say EDEADLK */
@@ -952,7 +923,7 @@ static void serial_await_from_unrelated_task_is_not_edeadlk(
     a = make_serial(f, 0, f->manual, 0);
     b = make_serial(f, 1, f->pool, 0);
     w.ex = a;
-    assert_int_equal(serex_execute(b, self_wait_task, &w), SEREX_OK);
+    assert_int_equal(serex_execute(b, test_self_wait_task, &w), SEREX_OK);
     assert_signalled(f->done);
     assert_int_equal(w.await0, SEREX_ETIMEDOUT);
 }

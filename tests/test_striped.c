@@ -741,50 +741,23 @@ static void striped_submit_futures_on_pool_carry_values(void **state)
 
 /* --- EDEADLK --- */
 
-struct self_wait {
-    serex_executor *ex;
-    serex_event *done;
-    int await0, await_forever, destroy;
-};
-
-/* Await with timeout 0 first, so a missing check fails instead of hanging;
- * the calls that would hang are made only once it said EDEADLK. */
-static void self_wait_task(void *arg)
-{
-    struct self_wait *w = arg;
-
-    w->await0 = serex_await_termination(w->ex, 0);
-    if (w->await0 == SEREX_EDEADLK) {
-        w->await_forever = serex_await_termination(w->ex, SEREX_FOREVER);
-        w->destroy = serex_destroy(w->ex);
-    }
-    serex_event_signal(w->done);
-}
-
-static void assert_all_edeadlk(const struct self_wait *w)
-{
-    assert_int_equal(w->await0, SEREX_EDEADLK);
-    assert_int_equal(w->await_forever, SEREX_EDEADLK);
-    assert_int_equal(w->destroy, SEREX_EDEADLK);
-}
-
 static void striped_await_and_destroy_from_lane_task_is_edeadlk(void **state)
 {
     struct fixture *f = *state;
     serex_striped *s = make_striped(f, f->manual, 0);
-    struct self_wait w = {.ex = serex_striped_executor(s), .done = f->done};
-    struct self_wait wt = w;
+    struct test_self_wait w = {.ex = serex_striped_executor(s), .done = f->done};
+    struct test_self_wait wt = w;
 
-    assert_int_equal(serex_striped_execute(s, 1, self_wait_task, &w),
+    assert_int_equal(serex_striped_execute(s, 1, test_self_wait_task, &w),
                      SEREX_OK);
     test_run_all(f->manual);
     assert_signalled(f->done);
-    assert_all_edeadlk(&w);
+    test_assert_all_edeadlk(&w);
     /* a task of the target the striped runs on (promise 7) */
-    assert_int_equal(serex_execute(f->manual, self_wait_task, &wt), SEREX_OK);
+    assert_int_equal(serex_execute(f->manual, test_self_wait_task, &wt), SEREX_OK);
     test_run_all(f->manual);
     assert_signalled(f->done);
-    assert_all_edeadlk(&wt);
+    test_assert_all_edeadlk(&wt);
     /* destroy did nothing: the striped still works */
     assert_int_equal(serex_striped_execute(s, 1, log_task, &f->items[0]),
                      SEREX_OK);
@@ -796,19 +769,19 @@ static void striped_await_and_destroy_from_lane_task_on_pool_is_edeadlk(
     void **state)
 {
     struct fixture *f = *state;
-    struct self_wait w = {.done = f->done};
-    struct self_wait wk = {.done = f->done};
+    struct test_self_wait w = {.done = f->done};
+    struct test_self_wait wk = {.done = f->done};
 
     make_pool(f, 2);
     w.ex = wk.ex = serex_striped_executor(make_striped(f, f->pool, 0));
-    assert_int_equal(serex_striped_execute(f->st, 42, self_wait_task, &w),
+    assert_int_equal(serex_striped_execute(f->st, 42, test_self_wait_task, &w),
                      SEREX_OK);
     assert_signalled(f->done);
-    assert_all_edeadlk(&w);
+    test_assert_all_edeadlk(&w);
     /* a keyless task of the striped is its task too */
-    assert_int_equal(serex_execute(wk.ex, self_wait_task, &wk), SEREX_OK);
+    assert_int_equal(serex_execute(wk.ex, test_self_wait_task, &wk), SEREX_OK);
     assert_signalled(f->done);
-    assert_all_edeadlk(&wk);
+    test_assert_all_edeadlk(&wk);
     set_target(f, 1);
     assert_int_equal(serex_striped_execute(f->st, 42, count_task, f),
                      SEREX_OK);

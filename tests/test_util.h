@@ -73,4 +73,35 @@ static inline size_t test_run_all(serex_executor *manual)
     return n;
 }
 
+/*
+ * An EDEADLK probe: a task that calls await_termination and destroy on
+ * @ex from inside it (set ex and done before running it).
+ */
+struct test_self_wait {
+    serex_executor *ex;
+    serex_event *done;
+    int await0, await_forever, destroy;
+};
+
+/* Await with timeout 0 first, so a missing check fails instead of hanging;
+ * the calls that would hang are made only once it said EDEADLK. */
+static inline void test_self_wait_task(void *arg)
+{
+    struct test_self_wait *w = arg;
+
+    w->await0 = serex_await_termination(w->ex, 0);
+    if (w->await0 == SEREX_EDEADLK) {
+        w->await_forever = serex_await_termination(w->ex, SEREX_FOREVER);
+        w->destroy = serex_destroy(w->ex);
+    }
+    serex_event_signal(w->done);
+}
+
+static inline void test_assert_all_edeadlk(const struct test_self_wait *w)
+{
+    assert_int_equal(w->await0, SEREX_EDEADLK);
+    assert_int_equal(w->await_forever, SEREX_EDEADLK);
+    assert_int_equal(w->destroy, SEREX_EDEADLK);
+}
+
 #endif /* SEREX_TEST_UTIL_H */
