@@ -179,6 +179,7 @@ struct pool {
     unsigned core, max;
     int64_t keep_alive_ns;
     size_t capacity;       /* 0: unbounded */
+    bool batching;         /* fixed and unbounded: workers take batches */
     char name[NAME_MAX_LEN + 1];
     struct slot *slots;    /* max of them */
 };
@@ -344,7 +345,7 @@ static unsigned local_refill(struct pool *p, struct local *q)
      * start, and tasks in a batch would escape the count.
      */
     n = avail >= 2 * LOCAL_CAP ? LOCAL_CAP : (unsigned)((avail + 1) / 2);
-    if (p->max > p->core || p->capacity != 0)
+    if (!p->batching)
         n = 1;
     for (unsigned i = 0; i < n; i++) {
         struct ring_slot *rs = &p->ring[(h + i) & p->mask];
@@ -446,7 +447,8 @@ static bool pool_take(struct pool *p, struct slot *me, struct ring_slot *out,
 
     if (local_pop(&me->q, out))
         return true;
-    n = batches_nonempty(p) ? pool_steal(p, me) : 0;
+    /* without batching, every batch is empty but for an instant: no scan */
+    n = p->batching && batches_nonempty(p) ? pool_steal(p, me) : 0;
     if (n == 0) {
         serex__spin_lock(&p->take_lock);
         n = local_refill(p, &me->q);
@@ -978,6 +980,7 @@ static int pool_config(const serex_pool_config *cfg, struct pool *p)
     p->keep_alive_ns = c.keep_alive_ns != 0 ? c.keep_alive_ns
                                             : DEFAULT_KEEP_ALIVE_NS;
     p->capacity = c.queue_capacity;
+    p->batching = p->max == p->core && p->capacity == 0;
     snprintf(p->name, sizeof p->name, "%s",
              c.name != NULL && c.name[0] != '\0' ? c.name : "serex");
     return SEREX_OK;
