@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wheel.c - the hierarchical timing wheel (see wheel_internal.h for the
- * parameters, the placement rule and the order of expiry).
+ * wheel.c - the hierarchical timing wheel (see wheel_internal.h for keys,
+ * ticks, placement, links and the order of expiry).
  */
 #include "wheel_internal.h"
 
@@ -9,12 +9,28 @@
 
 #include "common_internal.h"
 
-#define OUT UINT32_MAX /* level of a timer in no slot */
-#define DUE (UINT32_MAX - 1) /* level of a timer on the due list */
-
 static unsigned fls64(uint64_t x) /* index of the highest set bit; x != 0 */
 {
     return 63u - (unsigned)__builtin_clzll(x);
+}
+
+static uint64_t tick_of(const struct serex__wheel *w, int64_t key)
+{
+    return key <= w->origin ? 0
+                            : (uint64_t)(key - w->origin) / (uint64_t)w->tick_ns;
+}
+
+/* The first key of tick @t, saturating. */
+static int64_t key_of_tick(const struct serex__wheel *w, uint64_t t)
+{
+    if (t > (uint64_t)(INT64_MAX - w->origin) / (uint64_t)w->tick_ns)
+        return INT64_MAX;
+    return w->origin + (int64_t)t * w->tick_ns;
+}
+
+static size_t nslots(const struct serex__wheel *w)
+{
+    return (size_t)w->levels * (w->mask + 1);
 }
 
 static struct serex__wtimer **slot_head(const struct serex__wheel *w,
@@ -23,30 +39,34 @@ static struct serex__wtimer **slot_head(const struct serex__wheel *w,
     return &w->slots[(size_t)level * (w->mask + 1) + slot];
 }
 
+/* The due list (timers in the current tick or before, not yet handed
+ * out) has its head after the last slot, and no bitmap bit. */
+static struct serex__wtimer **due_head(const struct serex__wheel *w)
+{
+    return &w->slots[nslots(w)];
+}
+
 static uint64_t *bitmap_word(const struct serex__wheel *w, unsigned level,
                              uint64_t slot)
 {
     return &w->bitmap[(size_t)level * w->words + slot / 64];
 }
 
-/* The due list (timers already expired when added) is slot 0 of an extra
- * level past the last. */
-static struct serex__wtimer **due_head(const struct serex__wheel *w)
-{
-    return slot_head(w, w->levels, 0);
-}
-
-int serex__wheel_init(struct serex__wheel *w, unsigned size, uint64_t now)
+int serex__wheel_init(struct serex__wheel *w, unsigned size, int64_t tick_ns,
+                      int64_t origin)
 {
     memset(w, 0, sizeof *w);
-    if (size < 2 || size > (1u << 16) || (size & (size - 1)) != 0)
+    if (size < 2 || size > (1u << 16) || (size & (size - 1)) != 0 ||
+        tick_ns < 1)
         return SEREX_EINVAL;
     w->bits = fls64(size);
     w->levels = (64 + w->bits - 1) / w->bits;
     w->mask = size - 1;
-    w->now = now;
+    w->origin = origin;
+    w->tick_ns = tick_ns;
+    w->now_key = origin;
     w->words = (size + 63) / 64;
-    w->slots = serex__calloc((size_t)(w->levels + 1) * size, sizeof *w->slots);
+    w->slots = serex__calloc(nslots(w) + 1, sizeof *w->slots);
     w->bitmap = serex__calloc((size_t)w->levels * w->words, sizeof *w->bitmap);
     if (w->slots == NULL || w->bitmap == NULL) {
         serex__wheel_fini(w);
@@ -63,106 +83,110 @@ void serex__wheel_fini(struct serex__wheel *w)
     w->bitmap = NULL;
 }
 
-/* Links @t at the tail of list @head (ties keep their add order). */
-static void list_append(struct serex__wtimer **head, struct serex__wtimer *t)
+static void list_push(struct serex__wtimer **head, struct serex__wtimer *t)
 {
-    struct serex__wtimer *first = *head;
-
-    if (first == NULL) {
-        t->next = t->prev = t;
-        *head = t;
-    } else {
-        t->prev = first->prev;
-        t->next = first;
-        first->prev->next = t;
-        first->prev = t;
-    }
+    t->next = *head;
+    if (t->next != NULL)
+        t->next->pprev = &t->next;
+    *head = t;
+    t->pprev = head;
 }
 
-/* Unlinks @t from list @head; true if the list is empty now. */
-static bool list_remove(struct serex__wtimer **head, struct serex__wtimer *t)
+static void list_unlink(struct serex__wtimer *t)
 {
-    if (t->next == t) {
-        *head = NULL;
-        return true;
-    }
-    t->prev->next = t->next;
-    t->next->prev = t->prev;
-    if (*head == t)
-        *head = t->next;
-    return false;
+    *t->pprev = t->next;
+    if (t->next != NULL)
+        t->next->pprev = t->pprev;
+    t->next = NULL;
+    t->pprev = NULL;
 }
 
-/* Files @t (expires > now) in its slot, or on the due list. */
+/* Files @t by its key: in its slot, or on the due list. */
 static void wheel_file(struct serex__wheel *w, struct serex__wtimer *t)
 {
+    uint64_t tick = tick_of(w, t->key), slot;
     unsigned level;
-    uint64_t slot;
 
-    if (t->expires <= w->now) {
-        t->level = DUE;
-        t->slot = 0;
-        list_append(due_head(w), t);
+    if (tick <= w->now) {
+        list_push(due_head(w), t);
         return;
     }
-    level = fls64(t->expires ^ w->now) / w->bits;
-    slot = (t->expires >> (w->bits * level)) & w->mask;
-    t->level = level;
-    t->slot = (uint32_t)slot;
-    list_append(slot_head(w, level, slot), t);
+    level = fls64(tick ^ w->now) / w->bits;
+    slot = (tick >> (w->bits * level)) & w->mask;
+    list_push(slot_head(w, level, slot), t);
     *bitmap_word(w, level, slot) |= UINT64_C(1) << (slot % 64);
 }
 
 void serex__wheel_add(struct serex__wheel *w, struct serex__wtimer *t,
-                      uint64_t expires)
+                      int64_t key)
 {
-    SEREX_ASSERT(t->level == OUT);
-    t->expires = expires;
-    t->seq = w->seq++;
+    SEREX_ASSERT(t->pprev == NULL);
+    t->key = key < w->origin ? w->origin : key;
     wheel_file(w, t);
     w->count++;
 }
 
 bool serex__wheel_del(struct serex__wheel *w, struct serex__wtimer *t)
 {
-    if (t->level == OUT)
+    struct serex__wtimer **pp = t->pprev;
+    uintptr_t off;
+
+    if (pp == NULL)
         return false;
-    if (t->level == DUE) {
-        list_remove(due_head(w), t);
-    } else if (list_remove(slot_head(w, t->level, t->slot), t)) {
-        *bitmap_word(w, t->level, t->slot) &= ~(UINT64_C(1) << (t->slot % 64));
-    }
-    t->level = OUT;
-    t->next = t->prev = NULL;
+    list_unlink(t);
     w->count--;
+    /* If @t was first in a slot that is empty now, clear the slot's bit:
+     * the head's address says which slot it is. */
+    off = (uintptr_t)pp - (uintptr_t)w->slots;
+    if (*pp == NULL && off < nslots(w) * sizeof *w->slots) {
+        size_t i = off / sizeof *w->slots;
+        uint64_t slot = i & w->mask;
+
+        *bitmap_word(w, (unsigned)(i >> w->bits), slot) &=
+            ~(UINT64_C(1) << (slot % 64));
+    }
     return true;
 }
 
-/* Moves a whole slot list onto the singly linked list at *@todo. */
+/* Moves a whole list onto the singly linked list at *@todo. */
+static void list_take(struct serex__wtimer **head, struct serex__wtimer **todo)
+{
+    struct serex__wtimer *t = *head, *next;
+
+    for (; t != NULL; t = next) {
+        next = t->next;
+        t->next = *todo;
+        *todo = t;
+    }
+    *head = NULL;
+}
+
 static void slot_take(struct serex__wheel *w, unsigned level, uint64_t slot,
                       struct serex__wtimer **todo)
 {
-    struct serex__wtimer **head = slot_head(w, level, slot), *t = *head;
-
-    if (t == NULL)
-        return;
-    t->prev->next = *todo; /* the ring's last links to the rest */
-    *todo = t;
-    *head = NULL;
-    if (level < w->levels) /* the due list has no bitmap */
-        *bitmap_word(w, level, slot) &= ~(UINT64_C(1) << (slot % 64));
+    list_take(slot_head(w, level, slot), todo);
+    *bitmap_word(w, level, slot) &= ~(UINT64_C(1) << (slot % 64));
 }
 
-/* Merges two lists sorted by (expires, seq). */
-static struct serex__wtimer *merge(struct serex__wtimer *a,
-                                   struct serex__wtimer *b)
+/* Ties are ordered by the tie-breaker only: the low bits may change
+ * under us (relaxed: the tie-breaker bits are stable while filed). */
+static bool before(const struct serex__wtimer *a, const struct serex__wtimer *b)
+{
+    uint64_t ta = atomic_load_explicit(&a->tag, memory_order_relaxed);
+    uint64_t tb = atomic_load_explicit(&b->tag, memory_order_relaxed);
+
+    return a->key < b->key ||
+           (a->key == b->key &&
+            (ta >> SEREX__WTAG_SHIFT) < (tb >> SEREX__WTAG_SHIFT));
+}
+
+struct serex__wtimer *serex__wtimer_merge(struct serex__wtimer *a,
+                                          struct serex__wtimer *b)
 {
     struct serex__wtimer head, *tail = &head;
 
     while (a != NULL && b != NULL) {
-        bool a_first = a->expires < b->expires ||
-                       (a->expires == b->expires && a->seq < b->seq);
-        struct serex__wtimer **pick = a_first ? &a : &b;
+        struct serex__wtimer **pick = before(b, a) ? &b : &a;
 
         tail->next = *pick;
         tail = *pick;
@@ -172,8 +196,7 @@ static struct serex__wtimer *merge(struct serex__wtimer *a,
     return head.next;
 }
 
-/* Sorts a singly linked list by (expires, seq): merge sort, no memory. */
-static struct serex__wtimer *sort(struct serex__wtimer *l)
+struct serex__wtimer *serex__wtimer_sort(struct serex__wtimer *l)
 {
     struct serex__wtimer *slow = l, *fast, *second;
 
@@ -184,7 +207,8 @@ static struct serex__wtimer *sort(struct serex__wtimer *l)
         slow = slow->next;
     second = slow->next;
     slow->next = NULL;
-    return merge(sort(l), sort(second));
+    return serex__wtimer_merge(serex__wtimer_sort(l),
+                               serex__wtimer_sort(second));
 }
 
 /* Collects the slots of @level that time crosses from w->now to @now. */
@@ -204,24 +228,30 @@ static void level_take(struct serex__wheel *w, unsigned level, uint64_t now,
 }
 
 struct serex__wtimer *serex__wheel_advance(struct serex__wheel *w,
-                                           uint64_t now)
+                                           int64_t now)
 {
     struct serex__wtimer *todo = NULL, *expired = NULL, *t;
+    uint64_t tick;
 
-    slot_take(w, w->levels, 0, &todo); /* the due list */
-    if (now > w->now) {
+    if (now < w->now_key)
+        now = w->now_key;
+    tick = tick_of(w, now);
+    list_take(due_head(w), &todo);
+    if (tick > w->now) {
         for (unsigned level = 0; level < w->levels; level++) {
-            if ((w->now >> (w->bits * level)) == (now >> (w->bits * level)))
+            if ((w->now >> (w->bits * level)) == (tick >> (w->bits * level)))
                 break; /* this level, and all above, did not move */
-            level_take(w, level, now, &todo);
+            level_take(w, level, tick, &todo);
         }
-        w->now = now;
+        w->now = tick;
     }
-    /* Expired ones out; the rest re-filed lower down (cascading). */
+    w->now_key = now;
+    /* Due ones out; the rest re-filed lower down (cascading), or on the
+     * due list if their tick has come but not their key. */
     while ((t = todo) != NULL) {
         todo = t->next;
-        if (t->expires <= w->now) {
-            t->level = OUT;
+        if (t->key <= now) {
+            t->pprev = NULL;
             t->next = expired;
             expired = t;
             w->count--;
@@ -229,10 +259,20 @@ struct serex__wtimer *serex__wheel_advance(struct serex__wheel *w,
             wheel_file(w, t);
         }
     }
-    expired = sort(expired);
-    for (t = expired; t != NULL; t = t->next)
-        t->prev = NULL;
-    return expired;
+    return serex__wtimer_sort(expired);
+}
+
+struct serex__wtimer *serex__wheel_take_all(struct serex__wheel *w)
+{
+    struct serex__wtimer *all = NULL;
+
+    for (size_t i = 0; i <= nslots(w); i++)
+        list_take(&w->slots[i], &all);
+    memset(w->bitmap, 0, (size_t)w->levels * w->words * sizeof *w->bitmap);
+    for (struct serex__wtimer *t = all; t != NULL; t = t->next)
+        t->pprev = NULL;
+    w->count = 0;
+    return all;
 }
 
 /* The first set bit of @level's bitmap after slot @after, or -1. */
@@ -249,69 +289,88 @@ static int64_t bitmap_after(const struct serex__wheel *w, unsigned level,
     return -1;
 }
 
-uint64_t serex__wheel_next(const struct serex__wheel *w)
+static int64_t list_min_key(const struct serex__wtimer *t)
 {
-    if (*due_head(w) != NULL)
-        return w->now;
+    int64_t m = INT64_MAX;
+
+    for (; t != NULL; t = t->next)
+        if (t->key < m)
+            m = t->key;
+    return m;
+}
+
+int64_t serex__wheel_next(const struct serex__wheel *w)
+{
+    int64_t m = list_min_key(*due_head(w));
+
     for (unsigned level = 0; level < w->levels; level++) {
         unsigned shift = w->bits * level;
         uint64_t units = w->now >> shift;
         int64_t slot = bitmap_after(w, level, units & w->mask);
+        int64_t k;
 
-        if (slot >= 0) /* the start of that slot: expiry, or cascade */
-            return ((units & ~w->mask) | (uint64_t)slot) << shift;
+        if (slot < 0)
+            continue;
+        /* Level 0 slots are one tick: their exact keys are known. Above,
+         * the slot's start: time to cascade. Lower levels come first. */
+        k = level == 0 ? list_min_key(*slot_head(w, 0, (uint64_t)slot))
+                       : key_of_tick(w, ((units & ~w->mask) | (uint64_t)slot)
+                                            << shift);
+        return k < m ? k : m;
     }
-    return UINT64_MAX;
+    return m;
 }
 
 /* --- the invariant checker --- */
 
-static int check_slot(const struct serex__wheel *w, unsigned level,
+static int check_list(const struct serex__wheel *w, unsigned level,
                       uint64_t slot, size_t *count, FILE *out)
 {
-    const struct serex__wtimer *first = *slot_head(w, level, slot), *t;
-    bool bit = level < w->levels &&
-               (*bitmap_word(w, level, slot) >> (slot % 64)) & 1;
+    bool due = level == w->levels;
+    struct serex__wtimer *const *head =
+        due ? due_head(w) : slot_head(w, level, slot);
+    const struct serex__wtimer *t;
+    struct serex__wtimer *const *pp = head;
+    bool bit = !due && (*bitmap_word(w, level, slot) >> (slot % 64)) & 1;
     int bad = 0;
 
-    if (level < w->levels && bit != (first != NULL)) {
+    if (!due && bit != (*head != NULL)) {
         fprintf(out, "wheel: level %u slot %llu bitmap %d list %s\n", level,
-                (unsigned long long)slot, bit, first ? "full" : "empty");
+                (unsigned long long)slot, bit, *head ? "full" : "empty");
         bad++;
     }
-    if (first == NULL)
-        return bad;
-    t = first;
-    do {
-        bool here = level == w->levels
-                        ? t->level == DUE && t->expires <= w->now
-                        : t->level == level && t->slot == slot &&
-                              t->expires > w->now &&
-                              fls64(t->expires ^ w->now) / w->bits == level &&
-                              ((t->expires >> (w->bits * level)) & w->mask) ==
-                                  slot;
+    for (t = *head; t != NULL && bad < 100; pp = &t->next, t = t->next) {
+        uint64_t tick = tick_of(w, t->key);
+        bool here = due ? tick <= w->now
+                        : tick > w->now &&
+                              fls64(tick ^ w->now) / w->bits == level &&
+                              ((tick >> (w->bits * level)) & w->mask) == slot;
 
-        if (!here || t->next->prev != t) {
-            fprintf(out, "wheel: timer %llu (expires %llu) misfiled at level "
-                    "%u slot %llu, now %llu\n", (unsigned long long)t->seq,
-                    (unsigned long long)t->expires, level,
-                    (unsigned long long)slot, (unsigned long long)w->now);
+        if (!here || t->pprev != pp || t->key < w->origin) {
+            fprintf(out, "wheel: key %lld (tick %llu) misfiled at level %u "
+                    "slot %llu, now %llu\n", (long long)t->key,
+                    (unsigned long long)tick, level, (unsigned long long)slot,
+                    (unsigned long long)w->now);
             bad++;
         }
         ++*count;
-        t = t->next;
-    } while (t != first && bad < 100);
+    }
     return bad;
 }
 
 int serex__wheel_check(const struct serex__wheel *w, FILE *out)
 {
     size_t count = 0;
-    int bad = check_slot(w, w->levels, 0, &count, out);
+    int bad = check_list(w, w->levels, 0, &count, out);
 
+    if (tick_of(w, w->now_key) != w->now) {
+        fprintf(out, "wheel: tick %llu but key %lld\n",
+                (unsigned long long)w->now, (long long)w->now_key);
+        bad++;
+    }
     for (unsigned level = 0; level < w->levels; level++)
         for (uint64_t s = 0; s <= w->mask; s++)
-            bad += check_slot(w, level, s, &count, out);
+            bad += check_list(w, level, s, &count, out);
     if (count != w->count) {
         fprintf(out, "wheel: %zu timers linked, %zu counted\n", count,
                 w->count);

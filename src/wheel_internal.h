@@ -1,67 +1,84 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wheel_internal.h - a hierarchical timing wheel (the data structure under
- * the delayed scheduler of issue 4; single-threaded: its owner serialises
- * every call).
+ * the delayed scheduler; single-threaded: its owner serialises every call).
  *
- * --- Parameters ---
- * Time is counted in ticks (uint64). Each level has `size` slots (a power
- * of two, 2^bits); level L's slots are 2^(bits*L) ticks wide, and enough
- * levels cover all 64 bits, so any expiry fits: no delay is ever clamped
- * or refused. With size 512 (bits 9): level 0 covers 512 ticks one by one,
- * level 1 a slot per 512 ticks, ... 8 levels reach 2^72 > 2^64.
+ * --- Keys and ticks ---
+ * A timer's key is its due time in the owner's clock (int64 ns, >= the
+ * wheel's origin). The wheel files it by tick = (key - origin) / tick_ns,
+ * rounded down, but hands it out only once time has reached the key
+ * itself: timers in the current tick whose key is still ahead wait on a
+ * "due list". So the wheel is as exact as its keys, and the tick only sets
+ * how coarse the index is. (With tick_ns 1 and origin 0, key == tick.)
  *
- * --- Placement (as timeout.c) ---
- * A timer expiring at E, seen at time `now` (E > now), goes to the level of
- * the highest bit in which E and now differ (that level is the first whose
- * slot boundary lies between them), at slot (E >> (bits*L)) & mask. When
- * time crosses into a slot of level L > 0, the timers there are re-filed
- * one level down (cascading) or fire. Every timer is in exactly one slot
- * list, doubly linked, and remembers its slot, so removing it is O(1); a
- * bitmap per level marks the non-empty slots, so the next expiry is found
- * with a few bit scans (a tickless owner sleeps until then).
+ * --- Levels and placement (as timeout.c and the Linux wheel) ---
+ * Each level has `size` slots (a power of two, 2^bits); level L's slots are
+ * 2^(bits*L) ticks wide, and enough levels cover all 64 bits, so no delay
+ * is ever clamped or refused. A timer of tick E, seen at tick `now`
+ * (E > now), goes to the level of the highest bit in which E and now
+ * differ (the first level whose slot boundary lies between them), at slot
+ * (E >> (bits*L)) & mask. When time crosses into a slot of level L > 0,
+ * its timers are re-filed lower down (cascading) or come due. A bitmap per
+ * level marks the non-empty slots, so the next expiry is found with a few
+ * bit scans: a tickless owner sleeps until then.
+ *
+ * --- Links: what a timer record costs ---
+ * A timer is 32 bytes: next, pprev, key and a tag the owner keeps (its
+ * state and tie-breaker). Lists are singly linked with a back pointer to
+ * whatever points at the node (the Linux hlist), so removal is O(1)
+ * without the timer remembering its level or slot: when a removal empties
+ * a slot, the head's address says which slot, and its bitmap bit goes.
  *
  * --- Order ---
- * serex__wheel_advance hands out expired timers sorted by expiry, ties in
- * the order they were added (a sequence number), whatever levels they came
- * from.
+ * serex__wheel_advance hands out the timers that came due sorted by key,
+ * ties by tag >> SEREX__WTAG_SHIFT (the owner's add order), whatever
+ * levels they came from.
  */
 #ifndef SEREX_WHEEL_INTERNAL_H
 #define SEREX_WHEEL_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+/* Bits of the tag below the tie-breaker: the owner's own state. */
+#define SEREX__WTAG_SHIFT 8
+
 /* A timer's place in the wheel: embed it in the owner's timer record. */
 struct serex__wtimer {
-    struct serex__wtimer *next, *prev; /* slot list, or an expired list */
-    uint64_t expires;                  /* absolute tick */
-    uint64_t seq;                      /* add order, for ties */
-    uint32_t level, slot;              /* where it is; level UINT32_MAX: out */
+    struct serex__wtimer *next;   /* slot list, due list or expired list */
+    struct serex__wtimer **pprev; /* what points at us; NULL: in no list */
+    int64_t key;                  /* due time */
+    /* The owner's word: the wheel only reads it (relaxed), to order ties
+     * by tag >> SEREX__WTAG_SHIFT; the owner may change the low bits from
+     * other threads, never the tie-breaker while the timer is filed. */
+    _Atomic uint64_t tag;
 };
 
 struct serex__wheel {
     unsigned bits, levels;
     uint64_t mask;           /* size - 1 */
-    uint64_t now;            /* the wheel's current tick */
-    uint64_t seq;            /* next add's sequence number */
-    size_t count;            /* timers in the wheel */
-    struct serex__wtimer **slots; /* levels * size list heads */
+    int64_t origin, tick_ns; /* tick = (key - origin) / tick_ns */
+    uint64_t now;            /* the current tick */
+    int64_t now_key;         /* the key of the last advance */
+    size_t count;            /* timers in the wheel, due list included */
+    struct serex__wtimer **slots; /* levels * size heads, then the due list */
     uint64_t *bitmap;        /* levels * words: non-empty slots */
     unsigned words;          /* bitmap words per level */
 };
 
-/* Returns SEREX_OK, SEREX_EINVAL (size not a power of two >= 2, or bigger
- * than 2^16), SEREX_ENOMEM. The wheel starts at tick @now. */
-int serex__wheel_init(struct serex__wheel *w, unsigned size, uint64_t now);
+/* Returns SEREX_OK, SEREX_EINVAL (size not a power of two in [2, 2^16],
+ * tick_ns < 1), SEREX_ENOMEM. The wheel starts at key @origin. */
+int serex__wheel_init(struct serex__wheel *w, unsigned size, int64_t tick_ns,
+                      int64_t origin);
 void serex__wheel_fini(struct serex__wheel *w);
 
-/* Adds @t to expire at tick @expires (a past or current tick expires at
- * the next advance). @t must not be in the wheel. */
+/* Adds @t, due at @key (clamped up to the origin; a key already reached
+ * comes due at the next advance). @t must be in no list; its tag is set. */
 void serex__wheel_add(struct serex__wheel *w, struct serex__wtimer *t,
-                      uint64_t expires);
+                      int64_t key);
 
 /* Removes @t if it is in the wheel: O(1). Returns whether it was. */
 bool serex__wheel_del(struct serex__wheel *w, struct serex__wtimer *t);
@@ -69,28 +86,37 @@ bool serex__wheel_del(struct serex__wheel *w, struct serex__wtimer *t);
 /* True if @t is in the wheel. */
 static inline bool serex__wtimer_pending(const struct serex__wtimer *t)
 {
-    return t->level != UINT32_MAX;
+    return t->pprev != NULL;
 }
 
 /* Marks a new timer as not in any wheel. */
 static inline void serex__wtimer_init(struct serex__wtimer *t)
 {
-    t->next = t->prev = NULL;
-    t->level = UINT32_MAX;
+    t->next = NULL;
+    t->pprev = NULL;
 }
 
 /*
- * Moves time to @now (never backwards) and returns the expired timers, out
- * of the wheel, as a list linked through `next`, sorted by expiry then by
- * add order. NULL if none.
+ * Moves time to @now (never backwards) and returns the timers with
+ * key <= @now, out of the wheel, as a list linked through `next`, sorted by
+ * key then tag. NULL if none.
  */
 struct serex__wtimer *serex__wheel_advance(struct serex__wheel *w,
-                                           uint64_t now);
+                                           int64_t now);
 
-/* The earliest tick at which a timer in the wheel expires; UINT64_MAX if
- * the wheel is empty. May be earlier than the true expiry of a timer on a
- * higher level (its slot's start: time to cascade), never later. */
-uint64_t serex__wheel_next(const struct serex__wheel *w);
+/* A key at which to advance next: never later than the earliest key in
+ * the wheel (it may be earlier: the start of a slot, time to cascade);
+ * INT64_MAX if the wheel is empty. O(levels + timers on the due list). */
+int64_t serex__wheel_next(const struct serex__wheel *w);
+
+/* Removes every timer and returns them as one list (no order). */
+struct serex__wtimer *serex__wheel_take_all(struct serex__wheel *w);
+
+/* Sorts a `next`-linked list by key then tag (stable merge sort). */
+struct serex__wtimer *serex__wtimer_sort(struct serex__wtimer *l);
+/* Merges two sorted lists into one. */
+struct serex__wtimer *serex__wtimer_merge(struct serex__wtimer *a,
+                                          struct serex__wtimer *b);
 
 /* Checks every invariant; prints what is wrong to @out. Returns 0 if all
  * hold, else the number of violations. For tests. */

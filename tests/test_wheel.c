@@ -3,8 +3,9 @@
  * test_wheel.c - the timing wheel against a naive model (an array of
  * pending timers), with serex__wheel_check after every step, as timeout.c
  * checks its wheel: random adds (delays from 0 to far past one turn of the
- * top level), deletes and advances (by one tick, a few, a whole turn, huge
- * jumps), for several wheel sizes.
+ * top level), deletes and advances (by one key, a few, a whole turn, huge
+ * jumps), for several wheel sizes and ticks of 1 and of 7 keys (keys
+ * inside a tick must still come out exactly when reached, never early).
  */
 #include "test_util.h"
 
@@ -19,7 +20,7 @@ struct fixture {
     struct serex__wheel w;
     struct serex__wtimer t[NT];
     bool pending[NT];       /* the model: which timers are in the wheel */
-    uint64_t expires[NT];
+    int64_t expires[NT];
     uint64_t added[NT];     /* add order, for ties */
     uint64_t next_add;
     uint64_t x;             /* the LCG of WORKLOADS.md */
@@ -57,7 +58,7 @@ static size_t index_of(struct fixture *f, struct serex__wtimer *t)
 }
 
 /* A delay spread over every scale: 0, small, one turn, many turns, huge. */
-static uint64_t random_delay(struct fixture *f)
+static int64_t random_delay(struct fixture *f)
 {
     switch (rnd(f) % 6) {
     case 0: return 0;
@@ -65,31 +66,32 @@ static uint64_t random_delay(struct fixture *f)
     case 2: return rnd(f) % 1024;
     case 3: return rnd(f) % (1u << 20);
     case 4: return (rnd(f) << 20) % (UINT64_C(1) << 44);
-    default: return rnd(f) << 31 | rnd(f); /* up to 2^62 */
+    default: return (int64_t)(rnd(f) << 31 | rnd(f)); /* up to 2^62 */
     }
 }
 
-static uint64_t random_step(struct fixture *f)
+static int64_t random_step(struct fixture *f)
 {
     switch (rnd(f) % 5) {
     case 0: return 1;
     case 1: return rnd(f) % 16;
     case 2: return rnd(f) % 2048;
     case 3: return rnd(f) % (1u << 22);
-    default: return (rnd(f) << 24) % (UINT64_C(1) << 50);
+    default: return (int64_t)((rnd(f) << 24) % (UINT64_C(1) << 50));
     }
 }
 
 static void model_add(struct fixture *f)
 {
     size_t i = rnd(f) % NT;
-    uint64_t e;
+    int64_t d, e;
 
     if (f->pending[i])
         return;
-    e = f->w.now + random_delay(f);
-    if (e < f->w.now) /* no wrap: saturate, as the scheduler will */
-        e = UINT64_MAX;
+    d = random_delay(f);
+    /* no wrap: saturate, as the scheduler does */
+    e = d > INT64_MAX - f->w.now_key ? INT64_MAX : f->w.now_key + d;
+    atomic_store(&f->t[i].tag, f->next_add << SEREX__WTAG_SHIFT);
     serex__wheel_add(&f->w, &f->t[i], e);
     f->pending[i] = true;
     f->expires[i] = e;
@@ -106,9 +108,9 @@ static void model_del(struct fixture *f)
 }
 
 /* The model's earliest pending expiry. */
-static uint64_t model_min(struct fixture *f)
+static int64_t model_min(struct fixture *f)
 {
-    uint64_t m = UINT64_MAX;
+    int64_t m = INT64_MAX;
 
     for (size_t i = 0; i < NT; i++)
         if (f->pending[i] && f->expires[i] < m)
@@ -118,14 +120,13 @@ static uint64_t model_min(struct fixture *f)
 
 static void model_advance(struct fixture *f)
 {
-    uint64_t step = random_step(f), now = f->w.now + step, last_e = 0,
-             last_a = 0;
+    int64_t step = random_step(f), now, last_e = 0;
+    uint64_t last_a = 0;
     struct serex__wtimer *t;
     size_t fired = 0, due = 0;
     bool first = true;
 
-    if (now < f->w.now)
-        now = UINT64_MAX;
+    now = step > INT64_MAX - f->w.now_key ? INT64_MAX : f->w.now_key + step;
     for (size_t i = 0; i < NT; i++)
         due += f->pending[i] && f->expires[i] <= now;
     for (t = serex__wheel_advance(&f->w, now); t != NULL; t = t->next) {
@@ -144,25 +145,25 @@ static void model_advance(struct fixture *f)
         fired++;
     }
     assert_int_equal(fired, due);
-    assert_int_equal(f->w.now, now);
+    assert_int_equal(f->w.now_key, now);
 }
 
 static void check_next(struct fixture *f)
 {
-    uint64_t next = serex__wheel_next(&f->w), min = model_min(f);
+    int64_t next = serex__wheel_next(&f->w), min = model_min(f);
 
     /* never later than the earliest expiry (a tickless sleeper wakes in
      * time); equal when that timer sits on the lowest level */
     assert_true(next <= min);
-    if (min == UINT64_MAX)
-        assert_int_equal(next, UINT64_MAX);
-    else
-        assert_true(next >= f->w.now);
+    if (min == INT64_MAX)
+        assert_int_equal(next, INT64_MAX);
 }
 
-static void run_random(struct fixture *f, unsigned size, unsigned steps)
+static void run_random(struct fixture *f, unsigned size, int64_t tick,
+                       unsigned steps)
 {
-    assert_int_equal(serex__wheel_init(&f->w, size, rnd(f)), SEREX_OK);
+    assert_int_equal(serex__wheel_init(&f->w, size, tick, (int64_t)rnd(f)),
+                     SEREX_OK);
     for (size_t i = 0; i < NT; i++)
         serex__wtimer_init(&f->t[i]);
     for (unsigned s = 0; s < steps; s++) {
@@ -177,8 +178,8 @@ static void run_random(struct fixture *f, unsigned size, unsigned steps)
         check_next(f);
     }
     /* drain it all: everything left fires by the end of time */
-    while (model_min(f) != UINT64_MAX) {
-        uint64_t target = model_min(f);
+    while (model_min(f) != INT64_MAX) {
+        int64_t target = model_min(f);
 
         for (struct serex__wtimer *t = serex__wheel_advance(&f->w, target);
              t != NULL; t = t->next)
@@ -186,21 +187,27 @@ static void run_random(struct fixture *f, unsigned size, unsigned steps)
         assert_true(model_min(f) > target);
     }
     assert_int_equal(f->w.count, 0);
-    assert_int_equal(serex__wheel_next(&f->w), UINT64_MAX);
+    assert_int_equal(serex__wheel_next(&f->w), INT64_MAX);
     serex__wheel_fini(&f->w);
 }
 
 static void wheel_random_against_model_size_512(void **state)
 {
-    run_random(*state, 512, 20000);
+    run_random(*state, 512, 1, 20000);
+}
+
+static void wheel_random_against_model_coarse_ticks(void **state)
+{
+    run_random(*state, 512, 7, 10000);
+    run_random(*state, 8, 1000, 5000);
 }
 
 static void wheel_random_against_model_small_sizes(void **state)
 {
-    run_random(*state, 2, 5000);
-    run_random(*state, 4, 5000);
-    run_random(*state, 64, 5000);
-    run_random(*state, 128, 5000);
+    run_random(*state, 2, 1, 5000);
+    run_random(*state, 4, 1, 5000);
+    run_random(*state, 64, 1, 5000);
+    run_random(*state, 128, 1, 5000);
 }
 
 static void wheel_ties_fire_in_add_order(void **state)
@@ -209,10 +216,13 @@ static void wheel_ties_fire_in_add_order(void **state)
     struct serex__wtimer *t;
     size_t n = 0;
 
-    assert_int_equal(serex__wheel_init(&f->w, 512, 1000), SEREX_OK);
+    assert_int_equal(serex__wheel_init(&f->w, 512, 1, 1000), SEREX_OK);
     for (size_t i = 0; i < 100; i++) { /* same expiry, across levels */
         serex__wtimer_init(&f->t[i]);
+        atomic_store(&f->t[i].tag, (uint64_t)i << SEREX__WTAG_SHIFT | 5);
         serex__wheel_add(&f->w, &f->t[i], 1000 + 5000);
+        if (i % 10 == 9) /* later adds land on lower levels */
+            assert_null(serex__wheel_advance(&f->w, 1000 + 500 * (i / 10)));
     }
     assert_null(serex__wheel_advance(&f->w, 5999));
     for (t = serex__wheel_advance(&f->w, 6000); t != NULL; t = t->next)
@@ -224,10 +234,11 @@ static void wheel_bad_size_is_einval(void **state)
 {
     struct fixture *f = *state;
 
-    assert_int_equal(serex__wheel_init(&f->w, 0, 0), SEREX_EINVAL);
-    assert_int_equal(serex__wheel_init(&f->w, 1, 0), SEREX_EINVAL);
-    assert_int_equal(serex__wheel_init(&f->w, 500, 0), SEREX_EINVAL);
-    assert_int_equal(serex__wheel_init(&f->w, 1u << 17, 0), SEREX_EINVAL);
+    assert_int_equal(serex__wheel_init(&f->w, 0, 1, 0), SEREX_EINVAL);
+    assert_int_equal(serex__wheel_init(&f->w, 1, 1, 0), SEREX_EINVAL);
+    assert_int_equal(serex__wheel_init(&f->w, 500, 1, 0), SEREX_EINVAL);
+    assert_int_equal(serex__wheel_init(&f->w, 1u << 17, 1, 0), SEREX_EINVAL);
+    assert_int_equal(serex__wheel_init(&f->w, 512, 0, 0), SEREX_EINVAL);
 }
 
 int main(void)
@@ -235,6 +246,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(wheel_random_against_model_size_512),
+        T(wheel_random_against_model_coarse_ticks),
         T(wheel_random_against_model_small_sizes),
         T(wheel_ties_fire_in_add_order),
         T(wheel_bad_size_is_einval),
