@@ -8,7 +8,7 @@
 #
 # PATH/serex_bench  the binary (default: build/bench/serex_bench in the repo);
 #                   any argument containing a '/' is taken as the binary
-# --quick           N divided by 10, 10,000 latency rounds (passed to both)
+# --quick           N and M divided by 10, 10,000 latency rounds (both)
 # --threads T       pool worker threads (default: nproc; passed to both)
 # --repeat R        serex runs every measurement R times, interleaved
 #                   (default 3, 1 with --quick: what the C peers' runner does)

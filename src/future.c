@@ -24,6 +24,7 @@
 #include "common_internal.h"
 #include "nodecache_internal.h"
 #include "park_internal.h"
+#include "scheduler_internal.h"
 #include "serial_internal.h"
 #include "striped_internal.h"
 #include "thread_internal.h"
@@ -112,6 +113,8 @@ void serex__hand_back(serex_fn fn, void *arg, serex_pending_fn on_pending,
     if (fn == future_task) {
         future_cancel_pending(arg);
         future_unref(arg);
+    } else if (fn == serex__timer_task) {
+        serex__timer_taken_back(arg, on_pending, ctx);
     } else if (on_pending != NULL) {
         on_pending(fn, arg, ctx);
     } else {

@@ -19,5 +19,6 @@
 #include "future.h"   /* results, waiting, cancellation */
 #include "sync.h"     /* the event */
 #include "manual.h"   /* the manual executor, for deterministic tests */
+#include "scheduler.h" /* timers onto any executor */
 
 #endif /* SEREX_SEREX_H */

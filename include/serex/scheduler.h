@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * serex/scheduler.h - the delayed scheduler: one timer thread (a tickless
+ * hierarchical timing wheel) firing one-shot, fixed-rate and fixed-delay
+ * timers onto any executor.
+ */
+#ifndef SEREX_SCHEDULER_H
+#define SEREX_SCHEDULER_H
+
+#include "executor.h" /* serex_executor, serex_fn, SEREX_API */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A clock: monotonic nanoseconds. */
+typedef int64_t (*serex_clock_fn)(void *ctx);
+
+/* Scheduler configuration; zero-initialise it (or pass NULL) for defaults. */
+typedef struct serex_scheduler_config {
+    int64_t tick_ns;     /* the wheel's slot width; 0: 1 ms. Timers still
+                            fire at their exact due time, not per tick */
+    unsigned wheel_size; /* slots per level, a power of two in [2, 65536];
+                            0: 512 */
+    serex_clock_fn clock; /* NULL: the monotonic clock */
+    void *clock_ctx;
+    bool manual;         /* no thread: time moves only by
+                            serex_scheduler_advance */
+    /* Additions (zero: off) */
+    size_t max_timers;   /* cap on pending timers: SEREX_EFULL past it */
+    /* Called, on the timer thread, with the task of a due run that its
+     * target refused (the run is not made; see serex_schedule). */
+    serex_pending_fn on_rejected;
+    void *on_rejected_ctx;
+} serex_scheduler_config;
+
+typedef struct serex_scheduler serex_scheduler;
+typedef struct serex_timer serex_timer;
+
+/*
+ * serex_scheduler_create - make a scheduler and (unless cfg->manual) start
+ * its timer thread, named "serex-timer".
+ *
+ * The thread sleeps until the earliest due time (no periodic tick) and is
+ * woken early only when a new timer comes due sooner. A timer never fires
+ * before its due time; under no load it fires within one tick after it.
+ * With a custom clock the thread sleeps on the OS monotonic clock for what
+ * the custom clock says is left, at most 100 ms at a time, and reads the
+ * custom clock again on waking: a clock that runs slow or stops never
+ * makes a timer early.
+ * @cfg may be NULL. *@out is set on success, NULL on failure.
+ * Returns:   SEREX_OK; SEREX_EINVAL (out NULL, tick_ns < 0, wheel_size not
+ *            a power of two or too big); SEREX_ENOMEM.
+ * Ownership: the caller owns the scheduler; end it with
+ *            serex_destroy(serex_scheduler_executor(s)).
+ */
+SEREX_API int serex_scheduler_create(const serex_scheduler_config *cfg,
+                                     serex_scheduler **out);
+
+/*
+ * serex_scheduler_executor - the scheduler's executor face, for its life
+ * cycle (shutdown, shutdown_now, await_termination, destroy) and for
+ * execute, which runs a task on the timer thread as soon as possible (on
+ * the next serex_scheduler_advance in manual mode).
+ *
+ * shutdown: new timers are refused (SEREX_EREJECTED); periodic timers are
+ * cancelled (a run already handed to its target is skipped); one-shot
+ * timers still fire when due. shutdown_now: the same, and every pending
+ * one-shot task is handed back, in due order, and counted (periodic ones
+ * are cancelled, not handed back). await_termination: every timer is done
+ * (ran, cancelled, handed back or rejected), runs on targets included.
+ * destroy waits for pending one-shot timers to come due (call
+ * shutdown_now first not to wait), then frees the scheduler; a run still
+ * queued on a target keeps the memory it needs until it ends. In manual
+ * mode, destroy drops the timers still pending. Every serex_timer handle
+ * is invalid after destroy. @s NULL: NULL.
+ */
+SEREX_API serex_executor *serex_scheduler_executor(serex_scheduler *s);
+
+/*
+ * serex_schedule - run fn(arg) on @target once, @delay_ns from now.
+ *
+ * @target NULL runs the task on the timer thread (keep such tasks tiny: the
+ * timer thread waits for them). Due runs are handed to their targets in
+ * due-time order, ties in the order they were scheduled (from one thread;
+ * ties between threads at the same nanosecond have no set order). If
+ * @target refuses a due run (it is shut down, or full), the run is not
+ * made and never runs elsewhere: the scheduler counts it
+ * (serex_scheduler_rejected) and passes the task to cfg->on_rejected if
+ * set, so the caller can free @arg; a periodic timer ends there.
+ * If @out is not NULL, *@out gets a handle for serex_timer_cancel, which
+ * the caller must give back with serex_timer_release.
+ * Due times saturate at INT64_MAX.
+ * Returns:   SEREX_OK; SEREX_EINVAL (s or fn NULL, delay_ns < 0, target
+ *            without ops); SEREX_EREJECTED after shutdown; SEREX_EFULL past
+ *            cfg->max_timers; SEREX_ENOMEM. On error nothing is scheduled
+ *            and *@out is NULL.
+ * Threads:   any thread, any number at once. Producers on different
+ *            threads take different locks (one wheel shard per thread,
+ *            see scheduler.c); cost O(1).
+ * Ownership: the scheduler never owns @target; keep it alive while timers
+ *            may fire onto it.
+ */
+SEREX_API int serex_schedule(serex_scheduler *s, serex_executor *target,
+                             int64_t delay_ns, serex_fn fn, void *arg,
+                             serex_timer **out);
+
+/*
+ * serex_schedule_fixed_rate - run fn(arg) on @target at start + n * period
+ * for n = 0, 1, ... where start is now + @initial_ns: no drift. A run is
+ * never started while the previous one is still running; runs missed
+ * while the system stalled (or a run took longer than the period) are
+ * coalesced into one, and the next run is the next due time on the grid.
+ * Ends only by cancel, shutdown or a refused run.
+ * Returns:   as serex_schedule; SEREX_EINVAL also for initial_ns < 0 or
+ *            period_ns <= 0.
+ */
+SEREX_API int serex_schedule_fixed_rate(serex_scheduler *s,
+                                        serex_executor *target,
+                                        int64_t initial_ns, int64_t period_ns,
+                                        serex_fn fn, void *arg,
+                                        serex_timer **out);
+
+/*
+ * serex_schedule_fixed_delay - run fn(arg) on @target after @initial_ns,
+ * then again @delay_ns after each run ends.
+ * Returns:   as serex_schedule; SEREX_EINVAL also for initial_ns < 0 or
+ *            delay_ns <= 0.
+ */
+SEREX_API int serex_schedule_fixed_delay(serex_scheduler *s,
+                                         serex_executor *target,
+                                         int64_t initial_ns, int64_t delay_ns,
+                                         serex_fn fn, void *arg,
+                                         serex_timer **out);
+
+/*
+ * serex_timer_cancel - stop every future run of @t. O(1); a pending
+ * timer's slot is freed at once (nothing cancelled is retained).
+ *
+ * Returns true if this call stopped every run that had not yet started:
+ * after it returns, no run starts (a run handed to its target but not
+ * started is skipped). A periodic run already in progress finishes, and
+ * the call still returns true. False if @t was already done (a one-shot
+ * that started, a timer cancelled, rejected, handed back or ended by
+ * shutdown) or @t is NULL.
+ * Threads:   any thread, also from the timer's own task.
+ */
+SEREX_API bool serex_timer_cancel(serex_timer *t);
+
+/*
+ * serex_timer_release - give back the handle from a schedule call. The
+ * timer is not cancelled: it runs on as scheduled. @t NULL: nothing.
+ */
+SEREX_API void serex_timer_release(serex_timer *t);
+
+/*
+ * serex_scheduler_advance - manual mode only: move time forward by
+ * @delta_ns, firing what comes due in due-time order, with the clock set
+ * to each due time as it fires (a periodic timer whose runs happen on the
+ * timer thread, target NULL, fires once per period crossed; one whose runs
+ * wait on a manual executor is re-armed when the run ends, at the next due
+ * time after the clock then).
+ * Returns:   SEREX_OK; SEREX_EINVAL (s NULL, delta_ns < 0, not manual).
+ */
+SEREX_API int serex_scheduler_advance(serex_scheduler *s, int64_t delta_ns);
+
+/* The scheduler's clock now (the manual time in manual mode). */
+SEREX_API int64_t serex_scheduler_now(serex_scheduler *s);
+
+/* Timers not done yet (pending, handed to a target, or running).
+ * Approximate while other threads schedule or fire. */
+SEREX_API size_t serex_scheduler_pending(serex_scheduler *s);
+
+/* Due runs that their targets refused, since creation. */
+SEREX_API uint64_t serex_scheduler_rejected(serex_scheduler *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SEREX_SCHEDULER_H */

@@ -1,0 +1,1144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * scheduler.c - the delayed scheduler: timing-wheel shards, one tickless
+ * timer thread, and an atomic state machine per timer.
+ *
+ * --- Shards: why not a lock-free inbox ---
+ * Producers schedule into shards, each a spinlock, a timing wheel (wheel.c)
+ * and a slab of timer records; a thread always uses the same shard (a
+ * ticket taken on its first schedule), so producers on different threads
+ * take different locks, and one producer finds its lock and lines warm.
+ * The timer thread takes each shard's lock only when it wakes (tickless:
+ * when something is due), for one advance. A lock-free inbox (as Netty's)
+ * would make the add cheaper by one uncontended lock, but the timer sits
+ * in the inbox until the timer thread wakes to file it; a tickless thread
+ * may sleep for minutes, so the inbox grows and a cancelled timer is kept
+ * until then. With shards a timer is in the wheel the moment schedule
+ * returns, and cancel unlinks it and frees its record at once (promise 6).
+ *
+ * --- Memory: 56 bytes a one-shot timer ---
+ * A record is the wheel link (next, pprev, due key, tag) plus fn, arg and
+ * target; a periodic one adds its period (64 bytes). Records come from
+ * 64 KiB slabs, aligned so a record finds its slab (and the slab its shard)
+ * by masking its address, carved lazily (untouched pages stay out of RSS)
+ * and kept per shard; a slab that empties is freed (one spare is kept), so
+ * memory returns after a burst. The tag packs the tie-breaker (a per-shard
+ * sequence number) with the state below, in one atomic word.
+ *
+ * --- The timer state machine (the low bits of the tag) ---
+ *   PENDING  in its shard's wheel. Enters and leaves only under the shard
+ *            lock, so whoever holds the lock and sees PENDING may unlink.
+ *   QUEUED   taken out of the wheel by the timer thread (under the lock)
+ *            and handed, or about to be handed, to its target.
+ *   RUNNING  its run has started (QUEUED -> RUNNING, a CAS by the run).
+ *   STOPPED  cancelled (or taken by shutdown_now) while QUEUED or RUNNING:
+ *            whoever holds the run finishes it without running again.
+ *   DONE     finished; nothing but the handle refers to the record.
+ * Flag HANDLE: the user holds a handle. DONE and HANDLE decide who frees:
+ * the CAS that makes DONE frees if HANDLE is clear; serex_timer_release
+ * frees if it sees DONE, else clears HANDLE by CAS. One CAS sees the
+ * other's effect, so the record is freed exactly once.
+ *
+ * Cancel against firing (who wins):
+ *   PENDING: cancel takes the shard lock; if still PENDING it unlinks the
+ *     timer and makes it DONE. The timer thread collects expired timers
+ *     under the same lock, so it either got there first (the timer is
+ *     QUEUED, see below) or never sees the timer.
+ *   QUEUED: cancel CASes QUEUED -> STOPPED; the run's CAS QUEUED -> RUNNING
+ *     fails and it finishes without calling fn. If the run's CAS came
+ *     first, cancel sees RUNNING: too late for a one-shot (false).
+ *   RUNNING, periodic: cancel CASes RUNNING -> STOPPED and returns true;
+ *     the run, on ending, CASes RUNNING -> PENDING to re-arm, fails, and
+ *     finishes instead. So true means no run starts after cancel returns.
+ * A target refusing the run: the timer thread CASes QUEUED -> DONE; if
+ * cancel won that race, the task is not handed to on_rejected (cancel's
+ * true already told the user it will not run).
+ *
+ * --- The timer thread: tickless sleep, lost-wake-up-proof ---
+ * The thread advances every shard to now, hands out what is due (merged in
+ * due order), then reads the bell, computes the earliest due key, stores
+ * it in wake_at and computes it once more. A producer adds under its shard
+ * lock, then reads wake_at; if its key is earlier it swaps wake_at to
+ * INT64_MIN (so only one producer rings) and rings the bell (a counter
+ * plus the parking lot). Either the second computation takes the shard
+ * lock after the producer released it and sees the timer, or it took the
+ * lock before, so the store to wake_at happened before the producer's
+ * read (through the lock) and the producer rings; the bell changed after
+ * the thread read it, so its park returns at once. While awake the thread
+ * keeps wake_at at INT64_MIN: producers never ring a thread that will
+ * look again anyway. The thread sleeps with 1 ns timer slack (Linux).
+ *
+ * --- Periodic timers ---
+ * A periodic run re-arms itself when it ends (RUNNING -> PENDING under the
+ * shard lock), so it never overlaps itself. Fixed rate: the next due time
+ * is the next point of the grid start + n * period after the clock at
+ * that moment: no drift, and the runs missed in a stall are one run.
+ * Fixed delay: the end of the run plus the delay.
+ *
+ * --- Shutdown, termination, destroy ---
+ * shutdown sets SHUT, then passes every shard lock: a schedule either saw
+ * SHUT under its lock, or its timer is in the wheel for shutdown to see.
+ * Periodic timers in the wheels are finished; runs and re-arms that see
+ * SHUT finish instead. Timers not DONE are counted per shard (`active`,
+ * under the lock); termination is SHUT and every count 0, with waiters
+ * counted in `life` as serial.c does (seq_cst on both sides).
+ * `life` also counts runs handed to targets. destroy joins the thread (it
+ * leaves once SHUT and every wheel is empty, so after the last one-shot
+ * came due), marks the scheduler DETACHED, and whoever takes the run
+ * count to 0 while DETACHED frees the memory: a run queued on a target
+ * never touches freed memory, and destroy never waits for a target.
+ */
+#include <string.h>
+
+#include "await_internal.h"
+#include "common_internal.h"
+#include "park_internal.h"
+#include "scheduler_internal.h"
+#include "spinlock_internal.h"
+#include "thread_internal.h"
+#include "wheel_internal.h"
+
+#define DEFAULT_TICK_NS INT64_C(1000000)
+#define DEFAULT_WHEEL 512u
+#define MAX_SHARDS 16u
+#define CUSTOM_CLOCK_MAX_SLEEP_NS INT64_C(100000000)
+
+/* tag: state (3 bits) and flags below the tie-breaker */
+#define ST_MASK UINT64_C(7)
+#define ST_PENDING UINT64_C(0)
+#define ST_QUEUED UINT64_C(1)
+#define ST_RUNNING UINT64_C(2)
+#define ST_STOPPED UINT64_C(3)
+#define ST_DONE UINT64_C(4)
+#define F_HANDLE UINT64_C(8)
+#define F_PERIODIC UINT64_C(16)
+#define F_FIXED_DELAY UINT64_C(32)
+#define SEQ_ONE (UINT64_C(1) << SEREX__WTAG_SHIFT)
+
+/* flags */
+#define SHUT 1u
+
+/* life */
+#define LIFE_RUN UINT64_C(1)                    /* one run out on a target */
+#define LIFE_DETACHED (UINT64_C(1) << 30)       /* destroyed: last run frees */
+#define LIFE_GEN (UINT64_C(1) << 31)            /* something awaiters wait for */
+#define LIFE_WAITER_SHIFT 32                    /* bits 32-63: threads in await */
+#define LIFE_WAITER (UINT64_C(1) << LIFE_WAITER_SHIFT)
+#define LIFE_RUNS(x) ((x) & (LIFE_DETACHED - 1))
+
+#define SLAB_BYTES ((size_t)65536)
+#define SLAB_HEADER ((size_t)64)
+
+struct serex_timer {
+    struct serex__wtimer w; /* key: the due time; tag: seq | flags | state */
+    serex_fn fn;
+    void *arg;
+    serex_executor *target; /* NULL: the timer thread */
+};
+
+struct periodic {
+    struct serex_timer t;
+    int64_t period; /* fixed rate: the grid step; fixed delay: the delay */
+};
+
+enum { CLS_ONESHOT, CLS_PERIODIC, NCLS };
+static const size_t rec_size[NCLS] = {sizeof(struct serex_timer),
+                                      sizeof(struct periodic)};
+
+struct shard;
+
+struct slab { /* at the start of its SLAB_BYTES-aligned block */
+    struct shard *shard;
+    struct slab *next, *prev; /* the shard's slabs with room */
+    struct slab *all_next, *all_prev; /* every slab of the shard */
+    void *free;               /* freed records, linked through their start */
+    char *bump;               /* never used so far: from here to the end */
+    uint32_t used, cls;
+};
+
+struct shard {
+    _Alignas(SEREX__CACHELINE) serex__spinlock lock; /* shards own lines */
+    uint64_t seq;                /* the next timer's tie-breaker */
+    _Atomic size_t active;       /* timers not DONE; written under lock */
+    struct serex__wheel wheel;
+    struct slab *partial[NCLS];  /* slabs with room */
+    struct slab *spare[NCLS];    /* one empty slab kept for the next burst */
+    struct slab *all;            /* every slab, spares included */
+    struct serex_scheduler *s;
+};
+
+struct serex_scheduler {
+    serex_executor face;
+    serex_clock_fn clock;
+    void *clock_ctx;
+    bool manual;
+    bool has_thread;
+    unsigned nshards; /* a power of two */
+    size_t max_timers;
+    serex_pending_fn on_rejected;
+    void *on_rejected_ctx;
+    struct shard *shards;
+    serex__thread thread;
+    serex__mutex advance_lock; /* manual mode: one advance at a time */
+
+    _Atomic uint32_t flags;      /* SHUT */
+    _Atomic int64_t manual_now;  /* manual mode's clock */
+    _Atomic uint64_t rejected;
+
+    /* the timer thread's bed, apart from the producers' lines */
+    _Alignas(SEREX__CACHELINE) _Atomic int64_t wake_at;
+    _Atomic uint32_t bell;
+    _Atomic uint64_t life;
+};
+
+static const serex_executor_ops face_ops;
+
+static struct serex_scheduler *sched_of_face(serex_executor *ex)
+{
+    return serex__container_of(ex, struct serex_scheduler, face);
+}
+
+static int64_t sat_add(int64_t a, int64_t b) /* b >= 0 */
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+static int64_t sched_now(struct serex_scheduler *s)
+{
+    if (s->manual) /* acquire: pairs with advance's release store */
+        return atomic_load_explicit(&s->manual_now, memory_order_acquire);
+    return s->clock != NULL ? s->clock(s->clock_ctx) : serex__now_ns();
+}
+
+static uint64_t tag_state(uint64_t tag)
+{
+    return tag & ST_MASK;
+}
+
+static struct slab *slab_of(const void *rec)
+{
+    return (struct slab *)((uintptr_t)rec & ~(uintptr_t)(SLAB_BYTES - 1));
+}
+
+static struct shard *shard_of(const struct serex_timer *t)
+{
+    return slab_of(t)->shard;
+}
+
+static struct periodic *periodic_of(struct serex_timer *t)
+{
+    return serex__container_of(t, struct periodic, t);
+}
+
+/* --- slabs (every call under the shard lock) --- */
+
+static bool slab_full(const struct slab *sl)
+{
+    return sl->free == NULL &&
+           (size_t)((char *)sl + SLAB_BYTES - sl->bump) < rec_size[sl->cls];
+}
+
+static void slab_link(struct shard *sh, struct slab *sl)
+{
+    sl->prev = NULL;
+    sl->next = sh->partial[sl->cls];
+    if (sl->next != NULL)
+        sl->next->prev = sl;
+    sh->partial[sl->cls] = sl;
+}
+
+static void slab_unlink(struct shard *sh, struct slab *sl)
+{
+    if (sl->prev != NULL)
+        sl->prev->next = sl->next;
+    else
+        sh->partial[sl->cls] = sl->next;
+    if (sl->next != NULL)
+        sl->next->prev = sl->prev;
+}
+
+static struct slab *slab_new(struct shard *sh, unsigned cls)
+{
+    struct slab *sl = sh->spare[cls];
+
+    if (sl != NULL) {
+        sh->spare[cls] = NULL;
+    } else {
+        if ((sl = serex__alloc_aligned(SLAB_BYTES, SLAB_BYTES)) == NULL)
+            return NULL;
+        sl->all_prev = NULL;
+        sl->all_next = sh->all;
+        if (sh->all != NULL)
+            sh->all->all_prev = sl;
+        sh->all = sl;
+    }
+    sl->shard = sh;
+    sl->free = NULL;
+    sl->bump = (char *)sl + SLAB_HEADER;
+    sl->used = 0;
+    sl->cls = cls;
+    slab_link(sh, sl);
+    return sl;
+}
+
+static void *rec_alloc(struct shard *sh, unsigned cls)
+{
+    struct slab *sl = sh->partial[cls];
+    void *r;
+
+    if (sl == NULL && (sl = slab_new(sh, cls)) == NULL)
+        return NULL;
+    if (sl->free != NULL) {
+        r = sl->free;
+        sl->free = *(void **)r;
+    } else {
+        r = sl->bump;
+        sl->bump += rec_size[cls];
+    }
+    sl->used++;
+    if (slab_full(sl))
+        slab_unlink(sh, sl);
+    return r;
+}
+
+static void rec_free(struct shard *sh, void *r)
+{
+    struct slab *sl = slab_of(r);
+
+    SEREX_ASSERT(sl->shard == sh);
+    if (slab_full(sl))
+        slab_link(sh, sl);
+    *(void **)r = sl->free;
+    sl->free = r;
+    if (--sl->used > 0)
+        return;
+    slab_unlink(sh, sl);
+    if (sh->spare[sl->cls] == NULL) {
+        sh->spare[sl->cls] = sl;
+        return;
+    }
+    if (sl->all_prev != NULL)
+        sl->all_prev->all_next = sl->all_next;
+    else
+        sh->all = sl->all_next;
+    if (sl->all_next != NULL)
+        sl->all_next->all_prev = sl->all_prev;
+    serex__free(sl);
+}
+
+/* --- counting, waking --- */
+
+static size_t total_active(struct serex_scheduler *s)
+{
+    size_t n = 0;
+
+    for (unsigned i = 0; i < s->nshards; i++) /* seq_cst: see wake_awaiters */
+        n += atomic_load_explicit(&s->shards[i].active, memory_order_seq_cst);
+    return n;
+}
+
+/* Tells awaiters something changed, if there are any. */
+static void wake_awaiters(struct serex_scheduler *s)
+{
+    /* seq_cst: after our own change (a count going down, SHUT); an awaiter
+     * counts itself (seq_cst) before it looks, so one of us sees the
+     * other */
+    if (atomic_load_explicit(&s->life, memory_order_seq_cst) < LIFE_WAITER)
+        return;
+    /* release: the change is visible to whoever the wake-up wakes */
+    atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_release);
+    serex__park_wake_all(&s->life);
+}
+
+/* Under the shard lock: @n timers are done. */
+static void active_sub(struct shard *sh, size_t n)
+{
+    /* seq_cst: ordered before the look for awaiters in wake_awaiters */
+    atomic_fetch_sub_explicit(&sh->active, n, memory_order_seq_cst);
+}
+
+static void ring(struct serex_scheduler *s)
+{
+    /* release: the change that made us ring (a timer in a wheel, SHUT)
+     * is visible to the thread when it sees the bell */
+    atomic_fetch_add_explicit(&s->bell, 1, memory_order_release);
+    serex__park_wake_all(&s->bell);
+}
+
+/* After adding a timer due at @key: wake the thread if it would sleep
+ * past it (see the essay). */
+static void poke(struct serex_scheduler *s, int64_t key)
+{
+    /* seq_cst: read after the add, which the shard lock ordered */
+    int64_t w = atomic_load_explicit(&s->wake_at, memory_order_seq_cst);
+
+    if (key < w && atomic_compare_exchange_strong_explicit(
+                       &s->wake_at, &w, INT64_MIN, memory_order_seq_cst,
+                       memory_order_relaxed))
+        ring(s);
+}
+
+/* A run handed to a target has ended (or will never run). */
+static void run_out(struct serex_scheduler *s);
+
+/*
+ * Makes @t DONE from whatever state it is in (not PENDING: the caller
+ * took it out of the wheel, or it never was in it), counts it done, and
+ * frees it unless the user holds a handle. Returns the state it had.
+ */
+static uint64_t settle(struct serex_scheduler *s, struct serex_timer *t)
+{
+    struct shard *sh = shard_of(t);
+    uint64_t v;
+
+    serex__spin_lock(&sh->lock);
+    /* relaxed: a first guess for the CAS */
+    v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+    /* acq_rel: the acquire side pairs with release's clearing of HANDLE
+     * (whoever frees saw the other's last use) */
+    while (!atomic_compare_exchange_weak_explicit(
+        &t->w.tag, &v, (v & ~ST_MASK) | ST_DONE, memory_order_acq_rel,
+        memory_order_relaxed))
+        ;
+    SEREX_ASSERT(tag_state(v) != ST_DONE && tag_state(v) != ST_PENDING);
+    if (!(v & F_HANDLE))
+        rec_free(sh, t);
+    active_sub(sh, 1);
+    serex__spin_unlock(&sh->lock);
+    wake_awaiters(s);
+    return tag_state(v);
+}
+
+/* --- scheduling --- */
+
+static struct shard *my_shard(struct serex_scheduler *s)
+{
+    static _Atomic unsigned tickets;
+    static _Thread_local unsigned ticket; /* 0: none yet */
+
+    if (s->nshards == 1)
+        return &s->shards[0];
+    if (serex__unlikely(ticket == 0)) /* relaxed: any distinct number */
+        ticket = atomic_fetch_add_explicit(&tickets, 1,
+                                           memory_order_relaxed) + 1;
+    return &s->shards[ticket & (s->nshards - 1)];
+}
+
+static int schedule(struct serex_scheduler *s, serex_executor *target,
+                    int64_t delay_ns, int64_t period_ns, uint64_t flags,
+                    serex_fn fn, void *arg, serex_timer **out)
+{
+    unsigned cls = (flags & F_PERIODIC) ? CLS_PERIODIC : CLS_ONESHOT;
+    struct serex_timer *t;
+    struct shard *sh;
+    int64_t key;
+
+    if (out != NULL)
+        *out = NULL;
+    if (s == NULL || fn == NULL || delay_ns < 0 ||
+        (target != NULL && target->ops == NULL))
+        return SEREX_EINVAL;
+    key = sat_add(sched_now(s), delay_ns);
+    sh = my_shard(s);
+    serex__spin_lock(&sh->lock);
+    /* relaxed: shutdown sets SHUT and then takes this lock (see essay) */
+    if (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT) {
+        serex__spin_unlock(&sh->lock);
+        return SEREX_EREJECTED;
+    }
+    if (s->max_timers != 0 && total_active(s) >= s->max_timers) {
+        serex__spin_unlock(&sh->lock);
+        return SEREX_EFULL;
+    }
+    if ((t = rec_alloc(sh, cls)) == NULL) {
+        serex__spin_unlock(&sh->lock);
+        return SEREX_ENOMEM;
+    }
+    t->fn = fn;
+    t->arg = arg;
+    t->target = target;
+    if (cls == CLS_PERIODIC)
+        periodic_of(t)->period = period_ns;
+    /* relaxed: published by the shard lock, or by the handle's return */
+    atomic_store_explicit(&t->w.tag,
+                          sh->seq++ * SEQ_ONE | flags | ST_PENDING |
+                              (out != NULL ? F_HANDLE : 0),
+                          memory_order_relaxed);
+    serex__wtimer_init(&t->w);
+    serex__wheel_add(&sh->wheel, &t->w, key);
+    /* relaxed: under the lock; only a decrement must be seen by awaiters */
+    atomic_fetch_add_explicit(&sh->active, 1, memory_order_relaxed);
+    serex__spin_unlock(&sh->lock);
+    poke(s, key);
+    if (out != NULL)
+        *out = t;
+    return SEREX_OK;
+}
+
+int serex_schedule(serex_scheduler *s, serex_executor *target,
+                   int64_t delay_ns, serex_fn fn, void *arg, serex_timer **out)
+{
+    return schedule(s, target, delay_ns, 0, 0, fn, arg, out);
+}
+
+int serex_schedule_fixed_rate(serex_scheduler *s, serex_executor *target,
+                              int64_t initial_ns, int64_t period_ns,
+                              serex_fn fn, void *arg, serex_timer **out)
+{
+    if (period_ns <= 0) {
+        if (out != NULL)
+            *out = NULL;
+        return SEREX_EINVAL;
+    }
+    return schedule(s, target, initial_ns, period_ns, F_PERIODIC, fn, arg,
+                    out);
+}
+
+int serex_schedule_fixed_delay(serex_scheduler *s, serex_executor *target,
+                               int64_t initial_ns, int64_t delay_ns,
+                               serex_fn fn, void *arg, serex_timer **out)
+{
+    if (delay_ns <= 0) {
+        if (out != NULL)
+            *out = NULL;
+        return SEREX_EINVAL;
+    }
+    return schedule(s, target, initial_ns, delay_ns,
+                    F_PERIODIC | F_FIXED_DELAY, fn, arg, out);
+}
+
+/* --- cancel and release --- */
+
+/* Cancels a PENDING timer under its shard lock; false if it moved on. */
+static bool cancel_pending(struct serex_timer *t)
+{
+    struct shard *sh = shard_of(t);
+    uint64_t v;
+
+    serex__spin_lock(&sh->lock);
+    /* relaxed: PENDING only changes under this lock */
+    v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+    if (tag_state(v) != ST_PENDING) {
+        serex__spin_unlock(&sh->lock);
+        return false;
+    }
+    serex__wheel_del(&sh->wheel, &t->w);
+    /* relaxed: only HANDLE could change beside us, and the caller holds
+     * the handle, so no one else frees; the CAS keeps any flag */
+    while (!atomic_compare_exchange_weak_explicit(
+        &t->w.tag, &v, (v & ~ST_MASK) | ST_DONE, memory_order_relaxed,
+        memory_order_relaxed))
+        ;
+    active_sub(sh, 1);
+    serex__spin_unlock(&sh->lock);
+    wake_awaiters(sh->s);
+    return true;
+}
+
+bool serex_timer_cancel(serex_timer *t)
+{
+    uint64_t v;
+
+    if (t == NULL)
+        return false;
+    /* relaxed: a first guess; every decision below is a CAS or is taken
+     * under the shard lock */
+    v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+    for (;;) {
+        switch (tag_state(v)) {
+        case ST_PENDING:
+            if (cancel_pending(t))
+                return true;
+            v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+            continue;
+        case ST_RUNNING: /* a periodic one: stop its future runs */
+        case ST_QUEUED:
+            if (tag_state(v) == ST_RUNNING && !(v & F_PERIODIC))
+                return false; /* a one-shot that started: too late */
+            /* relaxed: whoever holds the run reads STOPPED by CAS */
+            if (atomic_compare_exchange_weak_explicit(
+                    &t->w.tag, &v, (v & ~ST_MASK) | ST_STOPPED,
+                    memory_order_relaxed, memory_order_relaxed))
+                return true;
+            continue;
+        default: /* STOPPED, DONE: someone else ended it */
+            return false;
+        }
+    }
+}
+
+void serex_timer_release(serex_timer *t)
+{
+    uint64_t v;
+
+    if (t == NULL)
+        return;
+    /* acquire: if DONE, the settle that made it is visible before we free */
+    v = atomic_load_explicit(&t->w.tag, memory_order_acquire);
+    for (;;) {
+        if (tag_state(v) == ST_DONE) {
+            struct shard *sh = shard_of(t);
+
+            serex__spin_lock(&sh->lock);
+            rec_free(sh, t);
+            serex__spin_unlock(&sh->lock);
+            return;
+        }
+        /* release: our last use of the record happens before the free by
+         * whoever makes it DONE (acquire there) */
+        if (atomic_compare_exchange_weak_explicit(
+                &t->w.tag, &v, v & ~F_HANDLE, memory_order_release,
+                memory_order_acquire))
+            return;
+    }
+}
+
+/* --- running --- */
+
+static int64_t next_due(struct serex_scheduler *s, struct serex_timer *t)
+{
+    int64_t now = sched_now(s), period = periodic_of(t)->period, due;
+
+    /* relaxed: our own flag, set before the timer was published */
+    if (atomic_load_explicit(&t->w.tag, memory_order_relaxed) & F_FIXED_DELAY)
+        return sat_add(now, period);
+    due = sat_add(t->w.key, period);
+    if (due <= now) /* runs missed: coalesced, back on the grid */
+        due = sat_add(t->w.key,
+                      ((now - t->w.key) / period + 1 > INT64_MAX / period)
+                          ? INT64_MAX
+                          : ((now - t->w.key) / period + 1) * period);
+    return due;
+}
+
+/* A periodic run has ended: back into the wheel, unless stopped. Returns
+ * false if the timer is finished instead (the caller settles it). */
+static bool rearm(struct serex_scheduler *s, struct serex_timer *t)
+{
+    struct shard *sh = shard_of(t);
+    int64_t due = next_due(s, t);
+    uint64_t v;
+
+    serex__spin_lock(&sh->lock);
+    /* relaxed: shutdown passes this lock after setting SHUT */
+    if (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT) {
+        serex__spin_unlock(&sh->lock);
+        return false;
+    }
+    v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+    do {
+        if (tag_state(v) != ST_RUNNING) { /* cancel stopped it */
+            serex__spin_unlock(&sh->lock);
+            return false;
+        }
+        /* relaxed: PENDING is read under this lock (a new tie-breaker:
+         * it is scheduled anew) */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &t->w.tag, &v,
+        sh->seq * SEQ_ONE | (v & (SEQ_ONE - 1) & ~ST_MASK) | ST_PENDING,
+        memory_order_relaxed, memory_order_relaxed));
+    sh->seq++;
+    serex__wheel_add(&sh->wheel, &t->w, due);
+    serex__spin_unlock(&sh->lock);
+    poke(s, due);
+    return true;
+}
+
+/* Runs @t if it is still QUEUED; then re-arms or settles it. */
+static void run_timer(struct serex_scheduler *s, struct serex_timer *t)
+{
+    struct serex__frame frame;
+    /* acquire: pairs with nothing new (the record came to us through the
+     * target's queue or the timer thread); relaxed would do, but this is
+     * the first read of the run */
+    uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_acquire);
+
+    for (;;) {
+        if (tag_state(v) != ST_QUEUED ||
+            ((v & F_PERIODIC) &&
+             (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT))) {
+            settle(s, t); /* stopped, or shutdown ended it */
+            return;
+        }
+        /* relaxed: cancel's CAS decides against this one on the word */
+        if (atomic_compare_exchange_weak_explicit(
+                &t->w.tag, &v, (v & ~ST_MASK) | ST_RUNNING,
+                memory_order_relaxed, memory_order_relaxed))
+            break;
+    }
+    serex__frame_push(&frame, &s->face);
+    t->fn(t->arg);
+    serex__frame_pop(&frame);
+    if (!(v & F_PERIODIC) || !rearm(s, t))
+        settle(s, t);
+}
+
+void serex__timer_task(void *arg)
+{
+    struct serex_timer *t = arg;
+    struct serex_scheduler *s = shard_of(t)->s;
+
+    run_timer(s, t);
+    run_out(s);
+}
+
+void serex__timer_taken_back(void *arg, serex_pending_fn on_pending,
+                             void *ctx)
+{
+    struct serex_timer *t = arg;
+    struct serex_scheduler *s = shard_of(t)->s;
+    serex_fn fn = t->fn;
+    void *targ = t->arg;
+    /* relaxed: our own flag */
+    uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+
+    /* A one-shot run its target took back: the user's task goes to
+     * on_pending in its place (unless cancel stopped it); a periodic
+     * timer ends. */
+    if (settle(s, t) == ST_QUEUED && !(v & F_PERIODIC))
+        serex__hand_back(fn, targ, on_pending, ctx);
+    run_out(s);
+}
+
+static void free_scheduler(struct serex_scheduler *s);
+
+static void run_out(struct serex_scheduler *s)
+{
+    /* acq_rel: the last one out frees; it must see every other's work */
+    uint64_t old = atomic_fetch_sub_explicit(&s->life, LIFE_RUN,
+                                             memory_order_acq_rel);
+
+    if (LIFE_RUNS(old) == 1 && (old & LIFE_DETACHED))
+        free_scheduler(s);
+}
+
+/* Hands @t (QUEUED) to its target, or runs it here. */
+static void dispatch(struct serex_scheduler *s, struct serex_timer *t)
+{
+    serex_executor *target = t->target;
+    serex_fn fn = t->fn;
+    void *arg = t->arg;
+    int rc;
+
+    if (target == NULL) {
+        run_timer(s, t);
+        return;
+    }
+    /* relaxed: a count; destroy reads it only after joining this thread */
+    atomic_fetch_add_explicit(&s->life, LIFE_RUN, memory_order_relaxed);
+    rc = target->ops->execute(target, serex__timer_task, t);
+    if (rc == SEREX_OK)
+        return; /* t may be gone already */
+    atomic_fetch_sub_explicit(&s->life, LIFE_RUN, memory_order_relaxed);
+    if (settle(s, t) == ST_QUEUED) { /* refused, and not cancelled */
+        /* relaxed: a statistic */
+        atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
+        if (s->on_rejected != NULL)
+            s->on_rejected(fn, arg, s->on_rejected_ctx);
+    }
+}
+
+/* Advances every shard to @now and returns what came due, in order, each
+ * made QUEUED under its shard lock. */
+static struct serex__wtimer *collect(struct serex_scheduler *s, int64_t now)
+{
+    struct serex__wtimer *due = NULL;
+
+    for (unsigned i = 0; i < s->nshards; i++) {
+        struct shard *sh = &s->shards[i];
+        struct serex__wtimer *l;
+
+        serex__spin_lock(&sh->lock);
+        l = serex__wheel_advance(&sh->wheel, now);
+        for (struct serex__wtimer *w = l; w != NULL; w = w->next)
+            /* relaxed: PENDING -> QUEUED under the lock (the state was 0,
+             * so the add changes nothing else); the run reads it through
+             * the target's queue */
+            atomic_fetch_add_explicit(&w->tag, ST_QUEUED - ST_PENDING,
+                                      memory_order_relaxed);
+        serex__spin_unlock(&sh->lock);
+        due = serex__wtimer_merge(due, l);
+    }
+    return due;
+}
+
+static void fire(struct serex_scheduler *s, int64_t now)
+{
+    struct serex__wtimer *w = collect(s, now), *next;
+
+    for (; w != NULL; w = next) {
+        next = w->next; /* before the record is handed away */
+        dispatch(s, serex__container_of(w, struct serex_timer, w));
+    }
+}
+
+static int64_t earliest(struct serex_scheduler *s)
+{
+    int64_t m = INT64_MAX;
+
+    for (unsigned i = 0; i < s->nshards; i++) {
+        struct shard *sh = &s->shards[i];
+        int64_t k;
+
+        serex__spin_lock(&sh->lock);
+        k = serex__wheel_next(&sh->wheel);
+        serex__spin_unlock(&sh->lock);
+        if (k < m)
+            m = k;
+    }
+    return m;
+}
+
+/* Sleeps until @next on the scheduler's clock, or a ring. */
+static void sleep_until(struct serex_scheduler *s, uint32_t seen, int64_t next)
+{
+    int64_t now = sched_now(s), deadline;
+
+    if (next <= now)
+        return;
+    if (s->clock == NULL) {
+        deadline = next; /* the same clock */
+    } else {
+        int64_t left = next - now;
+
+        if (left > CUSTOM_CLOCK_MAX_SLEEP_NS)
+            left = CUSTOM_CLOCK_MAX_SLEEP_NS;
+        deadline = serex__now_ns() + left;
+    }
+    serex__park_wait(&s->bell, seen, next == INT64_MAX ? INT64_MAX : deadline);
+}
+
+static int timer_thread(void *arg)
+{
+    struct serex_scheduler *s = arg;
+    struct serex__frame frame;
+
+    serex__thread_set_name("serex-timer");
+    serex__thread_precise_timers();
+    serex__frame_push(&frame, &s->face);
+    for (;;) {
+        uint32_t seen;
+        int64_t next;
+
+        fire(s, sched_now(s));
+        /* acquire: pairs with ring; read before we look at the wheels */
+        seen = atomic_load_explicit(&s->bell, memory_order_acquire);
+        next = earliest(s);
+        if (next == INT64_MAX &&
+            (atomic_load_explicit(&s->flags, memory_order_acquire) & SHUT))
+            break; /* shut down, and nothing left to fire */
+        /* seq_cst: see the essay (the second look below) */
+        atomic_store_explicit(&s->wake_at, next, memory_order_seq_cst);
+        if (earliest(s) >= next)
+            sleep_until(s, seen, next);
+        atomic_store_explicit(&s->wake_at, INT64_MIN, memory_order_seq_cst);
+    }
+    serex__frame_pop(&frame);
+    return 0;
+}
+
+/* --- manual mode --- */
+
+int serex_scheduler_advance(serex_scheduler *s, int64_t delta_ns)
+{
+    int64_t target, now, next;
+
+    if (s == NULL || delta_ns < 0 || !s->manual)
+        return SEREX_EINVAL;
+    serex__mutex_lock(&s->advance_lock);
+    now = atomic_load_explicit(&s->manual_now, memory_order_relaxed);
+    target = sat_add(now, delta_ns);
+    /* one due time at a time, the clock set to it: what a run schedules
+     * for before @target fires in this advance too */
+    while ((next = earliest(s)) <= target) {
+        if (next > now) {
+            now = next;
+            /* release: pairs with sched_now's acquire */
+            atomic_store_explicit(&s->manual_now, now, memory_order_release);
+        }
+        fire(s, now);
+    }
+    atomic_store_explicit(&s->manual_now, target, memory_order_release);
+    serex__mutex_unlock(&s->advance_lock);
+    return SEREX_OK;
+}
+
+int64_t serex_scheduler_now(serex_scheduler *s)
+{
+    return s == NULL ? 0 : sched_now(s);
+}
+
+size_t serex_scheduler_pending(serex_scheduler *s)
+{
+    return s == NULL ? 0 : total_active(s);
+}
+
+uint64_t serex_scheduler_rejected(serex_scheduler *s)
+{
+    /* relaxed: a statistic */
+    return s == NULL ? 0
+                     : atomic_load_explicit(&s->rejected, memory_order_relaxed);
+}
+
+/* --- the executor face: life cycle --- */
+
+static int face_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    return schedule(sched_of_face(ex), NULL, 0, 0, 0, fn, arg, NULL);
+}
+
+/* Sets SHUT (and passes every shard lock); true if it was not set. */
+static bool set_shut(struct serex_scheduler *s)
+{
+    /* seq_cst: a change awaiters look for (see wake_awaiters) */
+    uint32_t old = atomic_fetch_or_explicit(&s->flags, SHUT,
+                                            memory_order_seq_cst);
+
+    return !(old & SHUT);
+}
+
+/*
+ * Takes every timer out of @sh's wheel: periodic ones are made DONE;
+ * one-shots, if @take, are made STOPPED and returned sorted (the caller
+ * hands them back and settles them), else filed again.
+ */
+static struct serex__wtimer *shard_sweep(struct shard *sh, bool take)
+{
+    struct serex__wtimer *all, *next, *keep = NULL;
+    size_t done = 0;
+
+    serex__spin_lock(&sh->lock);
+    all = serex__wheel_take_all(&sh->wheel);
+    for (struct serex__wtimer *w = all; w != NULL; w = next) {
+        struct serex_timer *t = serex__container_of(w, struct serex_timer, w);
+        /* relaxed: PENDING changes only under this lock; acq_rel on the
+         * CAS below for HANDLE, as in settle */
+        uint64_t v = atomic_load_explicit(&w->tag, memory_order_relaxed);
+        uint64_t to = (v & F_PERIODIC) ? ST_DONE
+                      : take           ? ST_STOPPED
+                                       : ST_PENDING;
+
+        next = w->next;
+        if (to == ST_PENDING) {
+            serex__wheel_add(&sh->wheel, w, w->key);
+            continue;
+        }
+        while (!atomic_compare_exchange_weak_explicit(
+            &w->tag, &v, (v & ~ST_MASK) | to, memory_order_acq_rel,
+            memory_order_relaxed))
+            ;
+        if (to == ST_STOPPED) {
+            w->next = keep;
+            keep = w;
+            continue;
+        }
+        done++;
+        if (!(v & F_HANDLE))
+            rec_free(sh, t);
+    }
+    if (done > 0)
+        active_sub(sh, done);
+    serex__spin_unlock(&sh->lock);
+    return serex__wtimer_sort(keep);
+}
+
+static void face_shutdown(serex_executor *ex)
+{
+    struct serex_scheduler *s = sched_of_face(ex);
+
+    if (!set_shut(s))
+        return;
+    for (unsigned i = 0; i < s->nshards; i++)
+        shard_sweep(&s->shards[i], false);
+    ring(s);
+    wake_awaiters(s);
+}
+
+static size_t face_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
+                                void *ctx)
+{
+    struct serex_scheduler *s = sched_of_face(ex);
+    struct serex__wtimer *taken = NULL, *next;
+    size_t n = 0;
+
+    set_shut(s);
+    for (unsigned i = 0; i < s->nshards; i++)
+        taken = serex__wtimer_merge(taken, shard_sweep(&s->shards[i], true));
+    for (struct serex__wtimer *w = taken; w != NULL; w = next) {
+        struct serex_timer *t = serex__container_of(w, struct serex_timer, w);
+
+        next = w->next;
+        serex__hand_back(t->fn, t->arg, on_pending, ctx);
+        settle(s, t);
+        n++;
+    }
+    ring(s);
+    wake_awaiters(s);
+    return n;
+}
+
+static bool sched_quiet(void *obj)
+{
+    struct serex_scheduler *s = obj;
+
+    /* acquire: SHUT and the counts, with what the timers wrote */
+    return (atomic_load_explicit(&s->flags, memory_order_acquire) & SHUT) &&
+           total_active(s) == 0;
+}
+
+static bool sched_submitting(void *obj)
+{
+    (void)obj; /* schedule checks SHUT under its shard lock: none */
+    return false;
+}
+
+static int face_await(serex_executor *ex, int64_t timeout_ns)
+{
+    struct serex_scheduler *s = sched_of_face(ex);
+    const struct serex__await a = {
+        &s->life, LIFE_WAITER, LIFE_WAITER_SHIFT, UINT32_MAX,
+        sched_quiet, sched_submitting, s,
+    };
+
+    return serex__await(&a, timeout_ns);
+}
+
+static void free_scheduler(struct serex_scheduler *s)
+{
+    for (unsigned i = 0; i < s->nshards; i++) {
+        struct shard *sh = &s->shards[i];
+
+        struct slab *sl, *nx;
+
+        /* what is left: free records, and handles never released (they
+         * end with the scheduler) */
+        for (sl = sh->all; sl != NULL; sl = nx) {
+            nx = sl->all_next;
+            serex__free(sl);
+        }
+        serex__wheel_fini(&sh->wheel);
+    }
+    serex__free(s->shards);
+    if (s->manual)
+        serex__mutex_destroy(&s->advance_lock);
+    serex__free(s);
+}
+
+static void face_destroy(serex_executor *ex)
+{
+    struct serex_scheduler *s = sched_of_face(ex);
+    uint64_t old;
+
+    if (s->has_thread) {
+        ring(s);
+        serex__thread_join(s->thread);
+    } else {
+        face_shutdown_now(ex, NULL, NULL); /* time stands still: drop */
+    }
+    /* acq_rel: whoever takes the runs to 0 while detached frees */
+    old = atomic_fetch_or_explicit(&s->life, LIFE_DETACHED,
+                                   memory_order_acq_rel);
+    if (LIFE_RUNS(old) == 0)
+        free_scheduler(s);
+}
+
+static const serex_executor_ops face_ops = {
+    face_execute, face_shutdown, face_shutdown_now, face_await, face_destroy,
+};
+
+serex_executor *serex_scheduler_executor(serex_scheduler *s)
+{
+    return s == NULL ? NULL : &s->face;
+}
+
+/* --- creation --- */
+
+static unsigned shard_count(bool manual)
+{
+    unsigned n = 1, cpus = serex__cpu_count();
+
+    if (manual) /* one shard: ties fire in the exact order scheduled */
+        return 1;
+    while (n < cpus && n < MAX_SHARDS)
+        n *= 2;
+    return n;
+}
+
+static int init_shards(struct serex_scheduler *s, unsigned size,
+                       int64_t tick_ns, int64_t origin)
+{
+    s->shards = serex__alloc_aligned(SEREX__CACHELINE,
+                                     s->nshards * sizeof *s->shards);
+    if (s->shards == NULL)
+        return SEREX_ENOMEM;
+    memset(s->shards, 0, s->nshards * sizeof *s->shards);
+    for (unsigned i = 0; i < s->nshards; i++) {
+        int rc = serex__wheel_init(&s->shards[i].wheel, size, tick_ns, origin);
+
+        s->shards[i].s = s;
+        if (rc != SEREX_OK) {
+            while (i-- > 0)
+                serex__wheel_fini(&s->shards[i].wheel);
+            serex__free(s->shards);
+            return rc;
+        }
+    }
+    return SEREX_OK;
+}
+
+static int start(struct serex_scheduler *s)
+{
+    if (s->manual)
+        return serex__mutex_init(&s->advance_lock);
+    s->has_thread = true;
+    return serex__thread_start(&s->thread, timer_thread, s);
+}
+
+int serex_scheduler_create(const serex_scheduler_config *cfg,
+                           serex_scheduler **out)
+{
+    serex_scheduler_config c = {0};
+    struct serex_scheduler *s;
+    int rc;
+
+    if (out == NULL)
+        return SEREX_EINVAL;
+    *out = NULL;
+    if (cfg != NULL)
+        c = *cfg;
+    if (c.tick_ns < 0)
+        return SEREX_EINVAL;
+    if (c.tick_ns == 0)
+        c.tick_ns = DEFAULT_TICK_NS;
+    if (c.wheel_size == 0)
+        c.wheel_size = DEFAULT_WHEEL;
+    if (c.wheel_size < 2 || c.wheel_size > (1u << 16) ||
+        (c.wheel_size & (c.wheel_size - 1)) != 0)
+        return SEREX_EINVAL;
+    s = serex__alloc_aligned(SEREX__CACHELINE, sizeof *s);
+    if (s == NULL)
+        return SEREX_ENOMEM;
+    memset(s, 0, sizeof *s);
+    s->face.ops = &face_ops;
+    s->clock = c.clock;
+    s->clock_ctx = c.clock_ctx;
+    s->manual = c.manual;
+    s->max_timers = c.max_timers;
+    s->on_rejected = c.on_rejected;
+    s->on_rejected_ctx = c.on_rejected_ctx;
+    s->nshards = shard_count(c.manual);
+    atomic_init(&s->wake_at, INT64_MIN);
+    rc = init_shards(s, c.wheel_size, c.tick_ns,
+                     c.manual ? 0 : sched_now(s));
+    if (rc == SEREX_OK && (rc = start(s)) != SEREX_OK) {
+        for (unsigned i = 0; i < s->nshards; i++)
+            serex__wheel_fini(&s->shards[i].wheel);
+        serex__free(s->shards);
+    }
+    if (rc != SEREX_OK) {
+        serex__free(s);
+        return rc;
+    }
+    *out = s;
+    return SEREX_OK;
+}

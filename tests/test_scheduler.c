@@ -1,0 +1,947 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_scheduler.c - the delayed scheduler (DESIGN promise 6, and 1, 2, 7,
+ * 8): bad input; manual mode (never early, exact due times, due order and
+ * ties, delays far past one turn of a tiny wheel, fixed rate without drift
+ * and with coalescing, fixed delay); cancel in every state, and racing
+ * with firing on a pool; release; the pending count and its cap; a target
+ * that refuses or takes back a run; shutdown and shutdown_now accounting;
+ * the executor face; EDEADLK; destroy with runs still queued on a target;
+ * allocation failure; and the threaded timer thread (never early, custom
+ * clocks, periodic runs never overlapping).
+ */
+#include "test_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NLOG 4096
+
+struct fixture {
+    serex_scheduler *s;
+    serex_executor *manual; /* a manual executor target, when used */
+    _Atomic size_t nlog;
+    int log[NLOG];        /* which task ran, in order */
+    int64_t at[NLOG];     /* the scheduler's clock when it ran */
+    int ids[NLOG];        /* arguments: &ids[i] == task i */
+};
+
+static struct fixture *fx_of(void *arg);
+static struct fixture *current; /* the fixture of the running test */
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+
+    assert_non_null(f);
+    for (int i = 0; i < NLOG; i++)
+        f->ids[i] = i;
+    current = f;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+
+    if (f->s != NULL) {
+        serex_executor *face = serex_scheduler_executor(f->s);
+
+        serex_shutdown_now(face, NULL, NULL);
+        assert_int_equal(serex_destroy(face), SEREX_OK);
+    }
+    if (f->manual != NULL)
+        assert_int_equal(serex_destroy(f->manual), SEREX_OK);
+    free(f);
+    return 0;
+}
+
+static struct fixture *fx_of(void *arg)
+{
+    (void)arg;
+    return current;
+}
+
+/* Logs which task ran, and when on the scheduler's clock. */
+static void log_task(void *arg)
+{
+    struct fixture *f = fx_of(arg);
+    /* relaxed: a slot index; the log is read after await or advance */
+    size_t n = atomic_fetch_add_explicit(&f->nlog, 1, memory_order_relaxed);
+
+    if (n < NLOG) {
+        f->log[n] = *(int *)arg;
+        f->at[n] = serex_scheduler_now(f->s);
+    }
+}
+
+static size_t nlog(struct fixture *f)
+{
+    return atomic_load(&f->nlog);
+}
+
+static serex_scheduler *make_manual(struct fixture *f, unsigned wheel_size)
+{
+    serex_scheduler_config c = {0};
+
+    c.manual = true;
+    c.wheel_size = wheel_size;
+    assert_int_equal(serex_scheduler_create(&c, &f->s), SEREX_OK);
+    return f->s;
+}
+
+/* --- bad input (promise 8) --- */
+
+static void bad_input_is_einval(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler_config c = {0};
+    serex_scheduler *s = (serex_scheduler *)&c, *threaded;
+    serex_timer *t = (serex_timer *)&c;
+    serex_executor bad = {NULL};
+
+    assert_int_equal(serex_scheduler_create(NULL, NULL), SEREX_EINVAL);
+    c.wheel_size = 500;
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_EINVAL);
+    assert_null(s);
+    c.wheel_size = 1u << 17;
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_EINVAL);
+    c.wheel_size = 1;
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_EINVAL);
+    c.wheel_size = 0;
+    c.tick_ns = -1;
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_EINVAL);
+
+    make_manual(f, 0);
+    s = f->s;
+    assert_int_equal(serex_schedule(NULL, NULL, 0, log_task, f->ids, &t),
+                     SEREX_EINVAL);
+    assert_null(t);
+    assert_int_equal(serex_schedule(s, NULL, -1, log_task, f->ids, NULL),
+                     SEREX_EINVAL);
+    assert_int_equal(serex_schedule(s, NULL, 0, NULL, f->ids, NULL),
+                     SEREX_EINVAL);
+    assert_int_equal(serex_schedule(s, &bad, 0, log_task, f->ids, NULL),
+                     SEREX_EINVAL);
+    assert_int_equal(serex_schedule_fixed_rate(s, NULL, 0, 0, log_task,
+                                               f->ids, &t), SEREX_EINVAL);
+    assert_null(t);
+    assert_int_equal(serex_schedule_fixed_rate(s, NULL, -1, MS, log_task,
+                                               f->ids, NULL), SEREX_EINVAL);
+    assert_int_equal(serex_schedule_fixed_rate(s, NULL, 0, -MS, log_task,
+                                               f->ids, NULL), SEREX_EINVAL);
+    assert_int_equal(serex_schedule_fixed_delay(s, NULL, 0, 0, log_task,
+                                                f->ids, NULL), SEREX_EINVAL);
+    assert_int_equal(serex_schedule_fixed_delay(s, NULL, -5, MS, log_task,
+                                                f->ids, NULL), SEREX_EINVAL);
+    assert_int_equal(serex_scheduler_advance(s, -1), SEREX_EINVAL);
+    assert_int_equal(serex_scheduler_advance(NULL, 1), SEREX_EINVAL);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    assert_false(serex_timer_cancel(NULL));
+    serex_timer_release(NULL);
+    assert_null(serex_scheduler_executor(NULL));
+
+    /* advance on a scheduler that has its own thread */
+    assert_int_equal(serex_scheduler_create(NULL, &threaded), SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(threaded, MS), SEREX_EINVAL);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(threaded)),
+                     SEREX_OK);
+    assert_int_equal(nlog(f), 0);
+}
+
+/* --- manual mode: exact, never early, in order --- */
+
+static void manual_one_shot_fires_at_due_never_before(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+
+    assert_int_equal(serex_schedule(s, NULL, 5 * MS, log_task, &f->ids[1],
+                                    NULL), SEREX_OK);
+    assert_int_equal(serex_scheduler_pending(s), 1);
+    assert_int_equal(serex_scheduler_advance(s, 5 * MS - 1), SEREX_OK);
+    assert_int_equal(nlog(f), 0);
+    assert_int_equal(serex_scheduler_advance(s, 1), SEREX_OK);
+    assert_int_equal(nlog(f), 1);
+    assert_int_equal(f->at[0], 5 * MS);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    /* a zero delay is due now: it fires on the next advance, even of 0 */
+    assert_int_equal(serex_schedule(s, NULL, 0, log_task, &f->ids[2], NULL),
+                     SEREX_OK);
+    assert_int_equal(nlog(f), 1);
+    assert_int_equal(serex_scheduler_advance(s, 0), SEREX_OK);
+    assert_int_equal(nlog(f), 2);
+}
+
+static void manual_fires_in_due_order_ties_in_schedule_order(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    /* sub-tick differences, equal times, and times on higher levels */
+    const int64_t delay[] = {3 * MS, 1 * MS + 500, 1 * MS + 200, 3 * MS,
+                             2000 * SEC, 1 * MS + 200, 0, 3 * MS, 600 * SEC};
+    const int order[] = {6, 2, 5, 1, 0, 3, 7, 8, 4};
+    const size_t n = sizeof delay / sizeof delay[0];
+
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(serex_schedule(s, NULL, delay[i], log_task,
+                                        &f->ids[i], NULL), SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 3000 * SEC), SEREX_OK);
+    assert_int_equal(nlog(f), n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(f->log[i], order[i]);
+        /* the clock is set to each due time as it fires */
+        assert_int_equal(f->at[i], delay[order[i]]);
+    }
+}
+
+/* A tiny wheel (4 slots a level), delays over many turns of every level,
+ * random advances: every timer fires exactly at its due time. */
+static void manual_far_delays_on_a_tiny_wheel(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler_config c = {0};
+    enum { N = 1000 };
+    static int64_t due[N];
+    uint64_t x = 42;
+    size_t fired;
+
+    c.manual = true;
+    c.wheel_size = 4;
+    c.tick_ns = 1000;
+    assert_int_equal(serex_scheduler_create(&c, &f->s), SEREX_OK);
+    for (int i = 0; i < N; i++) {
+        x = x * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+        due[i] = (int64_t)((x >> 33) % (3600 * (uint64_t)SEC)) >> (i % 30);
+        assert_int_equal(serex_schedule(f->s, NULL, due[i], log_task,
+                                        &f->ids[i], NULL), SEREX_OK);
+    }
+    while ((fired = nlog(f)) < N) {
+        x = x * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+        assert_int_equal(serex_scheduler_advance(f->s, (int64_t)(x >> 33) *
+                                                           1000), SEREX_OK);
+        for (size_t i = fired; i < nlog(f); i++) {
+            assert_int_equal(f->at[i], due[f->log[i]]);
+            assert_true(i == 0 || f->at[i] >= f->at[i - 1]);
+        }
+        /* nothing left that is due */
+        for (int i = 0; i < N; i++) {
+            bool ran = false;
+
+            for (size_t j = 0; j < nlog(f) && !ran; j++)
+                ran = f->log[j] == i;
+            if (!ran)
+                assert_true(due[i] > serex_scheduler_now(f->s));
+        }
+    }
+    assert_int_equal(serex_scheduler_pending(f->s), 0);
+}
+
+static void manual_fixed_rate_has_no_drift(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_timer *t;
+
+    assert_int_equal(serex_schedule_fixed_rate(s, NULL, 3 * MS, 10 * MS,
+                                               log_task, f->ids, &t),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 3 * MS + 1000 * MS - 1),
+                     SEREX_OK);
+    assert_int_equal(nlog(f), 100);
+    for (size_t i = 0; i < 100; i++)
+        assert_int_equal(f->at[i], 3 * MS + (int64_t)i * 10 * MS);
+    assert_int_equal(serex_scheduler_advance(s, 1), SEREX_OK);
+    assert_int_equal(nlog(f), 101);
+    assert_true(serex_timer_cancel(t));
+    assert_false(serex_timer_cancel(t));
+    serex_timer_release(t);
+    assert_int_equal(serex_scheduler_advance(s, SEC), SEREX_OK);
+    assert_int_equal(nlog(f), 101);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+}
+
+/* Runs wait on a manual executor: a stall coalesces the missed runs into
+ * one, and the next run is back on the grid. */
+static void manual_fixed_rate_coalesces_missed_runs(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_rate(s, f->manual, 0, 10 * MS,
+                                               log_task, f->ids, NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 55 * MS), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 1); /* one run, not six */
+    assert_int_equal(f->at[0], 55 * MS);
+    assert_int_equal(serex_scheduler_advance(s, 5 * MS - 1), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 0);
+    assert_int_equal(serex_scheduler_advance(s, 1), SEREX_OK); /* at 60 */
+    assert_int_equal(test_run_all(f->manual), 1);
+    assert_int_equal(f->at[1], 60 * MS);
+    assert_int_equal(serex_scheduler_advance(s, 10 * MS), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 1);
+    assert_int_equal(f->at[2], 70 * MS);
+}
+
+static void manual_fixed_delay_counts_from_the_end_of_a_run(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_delay(s, f->manual, 1 * MS, 10 * MS,
+                                                log_task, f->ids, NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 4 * MS), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 1); /* ends at 4 ms */
+    assert_int_equal(serex_scheduler_advance(s, 10 * MS - 1), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 0);
+    assert_int_equal(serex_scheduler_advance(s, 1), SEREX_OK); /* 14 ms */
+    assert_int_equal(test_run_all(f->manual), 1);
+    assert_int_equal(f->at[1], 14 * MS);
+}
+
+static void manual_delays_saturate_never_wrap(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_timer *t;
+
+    assert_int_equal(serex_scheduler_advance(s, SEC), SEREX_OK);
+    assert_int_equal(serex_schedule(s, NULL, INT64_MAX, log_task, f->ids,
+                                    &t), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_rate(s, NULL, INT64_MAX - 5,
+                                               INT64_MAX, log_task, f->ids,
+                                               NULL), SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, INT64_MAX / 2), SEREX_OK);
+    assert_int_equal(nlog(f), 0);
+    assert_int_equal(serex_scheduler_pending(s), 2);
+    assert_true(serex_timer_cancel(t));
+    serex_timer_release(t);
+    assert_int_equal(serex_scheduler_pending(s), 1);
+}
+
+/* --- cancel and release --- */
+
+static void cancel_in_every_state(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_timer *pending, *queued, *ran;
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_schedule(s, f->manual, 10 * MS, log_task,
+                                    &f->ids[1], &pending), SEREX_OK);
+    assert_int_equal(serex_schedule(s, f->manual, 1 * MS, log_task,
+                                    &f->ids[2], &queued), SEREX_OK);
+    assert_int_equal(serex_schedule(s, f->manual, 1 * MS, log_task,
+                                    &f->ids[3], &ran), SEREX_OK);
+    assert_int_equal(serex_scheduler_pending(s), 3);
+    /* pending: unlinked at once */
+    assert_true(serex_timer_cancel(pending));
+    assert_int_equal(serex_scheduler_pending(s), 2);
+    assert_int_equal(serex_scheduler_advance(s, 1 * MS), SEREX_OK);
+    /* handed to its target, not started: the run is skipped */
+    assert_true(serex_timer_cancel(queued));
+    assert_int_equal(test_run_all(f->manual), 2);
+    assert_int_equal(nlog(f), 1);
+    assert_int_equal(f->log[0], 3);
+    /* done: too late */
+    assert_false(serex_timer_cancel(ran));
+    assert_false(serex_timer_cancel(queued));
+    assert_false(serex_timer_cancel(pending));
+    assert_int_equal(serex_scheduler_advance(s, 100 * MS), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 0);
+    assert_int_equal(nlog(f), 1);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    serex_timer_release(pending);
+    serex_timer_release(queued);
+    serex_timer_release(ran);
+}
+
+static void release_does_not_cancel(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_timer *t;
+
+    assert_int_equal(serex_schedule(s, NULL, MS, log_task, f->ids, &t),
+                     SEREX_OK);
+    serex_timer_release(t);
+    assert_int_equal(serex_scheduler_advance(s, MS), SEREX_OK);
+    assert_int_equal(nlog(f), 1);
+}
+
+struct self_cancel {
+    serex_timer *t;
+    int runs;
+    bool cancelled;
+};
+
+static void self_cancel_task(void *arg)
+{
+    struct self_cancel *sc = arg;
+
+    if (++sc->runs == 3)
+        sc->cancelled = serex_timer_cancel(sc->t);
+}
+
+static void periodic_cancelled_from_its_own_run(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    struct self_cancel sc = {0};
+
+    assert_int_equal(serex_schedule_fixed_rate(s, NULL, MS, MS,
+                                               self_cancel_task, &sc, &sc.t),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 100 * MS), SEREX_OK);
+    assert_int_equal(sc.runs, 3);
+    assert_true(sc.cancelled);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    serex_timer_release(sc.t);
+}
+
+static void cap_gives_efull(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler_config c = {0};
+    serex_timer *t[3], *extra;
+
+    c.manual = true;
+    c.max_timers = 3;
+    assert_int_equal(serex_scheduler_create(&c, &f->s), SEREX_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(serex_schedule(f->s, NULL, SEC, log_task, f->ids,
+                                        &t[i]), SEREX_OK);
+    assert_int_equal(serex_schedule(f->s, NULL, SEC, log_task, f->ids,
+                                    &extra), SEREX_EFULL);
+    assert_null(extra);
+    assert_true(serex_timer_cancel(t[1]));
+    assert_int_equal(serex_schedule(f->s, NULL, SEC, log_task, f->ids, NULL),
+                     SEREX_OK);
+    for (int i = 0; i < 3; i++)
+        serex_timer_release(t[i]);
+    assert_int_equal(serex_scheduler_advance(f->s, SEC), SEREX_OK);
+    assert_int_equal(nlog(f), 3);
+}
+
+/* --- targets that refuse or take back runs --- */
+
+struct rejected {
+    int n;
+    serex_fn fn;
+    void *arg;
+};
+
+static void on_rejected(serex_fn fn, void *arg, void *ctx)
+{
+    struct rejected *r = ctx;
+
+    r->n++;
+    r->fn = fn;
+    r->arg = arg;
+}
+
+static void refused_runs_are_counted_and_handed_over(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler_config c = {0};
+    struct rejected r = {0};
+    serex_timer *periodic;
+
+    c.manual = true;
+    c.on_rejected = on_rejected;
+    c.on_rejected_ctx = &r;
+    assert_int_equal(serex_scheduler_create(&c, &f->s), SEREX_OK);
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_schedule(f->s, f->manual, MS, log_task,
+                                    &f->ids[7], NULL), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_rate(f->s, f->manual, MS, MS,
+                                               log_task, &f->ids[8],
+                                               &periodic), SEREX_OK);
+    serex_shutdown(f->manual);
+    assert_int_equal(serex_scheduler_advance(f->s, 10 * MS), SEREX_OK);
+    assert_int_equal(serex_scheduler_rejected(f->s), 2);
+    assert_int_equal(r.n, 2);
+    assert_ptr_equal(r.fn, log_task);
+    assert_int_equal(nlog(f), 0);
+    /* the periodic timer ended there */
+    assert_int_equal(serex_scheduler_pending(f->s), 0);
+    assert_false(serex_timer_cancel(periodic));
+    serex_timer_release(periodic);
+}
+
+/* A target's shutdown_now hands back the user's own task in place of the
+ * timer's run, and the timer ends. */
+static void target_shutdown_now_hands_back_the_users_task(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_fn fns[4];
+    void *args[4];
+    struct test_pending tp = {0, 4, fns, args};
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_schedule(s, f->manual, MS, log_task, &f->ids[5],
+                                    NULL), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_rate(s, f->manual, MS, MS,
+                                               log_task, &f->ids[6], NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, MS), SEREX_OK);
+    assert_int_equal(serex_scheduler_pending(s), 2);
+    assert_int_equal(serex_shutdown_now(f->manual, test_pending_cb, &tp), 2);
+    assert_int_equal(tp.n, 1); /* the one-shot; the periodic one ended */
+    assert_ptr_equal(fns[0], log_task);
+    assert_ptr_equal(args[0], &f->ids[5]);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    assert_int_equal(nlog(f), 0);
+}
+
+/* --- shutdown, shutdown_now (promises 2, 6) --- */
+
+static void shutdown_cancels_periodic_lets_one_shots_fire(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_executor *face = serex_scheduler_executor(s);
+    serex_timer *p;
+
+    assert_int_equal(serex_schedule_fixed_rate(s, NULL, MS, MS, log_task,
+                                               &f->ids[1], &p), SEREX_OK);
+    assert_int_equal(serex_schedule(s, NULL, 50 * MS, log_task, &f->ids[2],
+                                    NULL), SEREX_OK);
+    serex_shutdown(face);
+    assert_int_equal(serex_schedule(s, NULL, MS, log_task, f->ids, NULL),
+                     SEREX_EREJECTED);
+    assert_int_equal(serex_execute(face, log_task, f->ids), SEREX_EREJECTED);
+    assert_false(serex_timer_cancel(p)); /* shutdown ended it */
+    assert_int_equal(serex_await_termination(face, 0), SEREX_ETIMEDOUT);
+    assert_int_equal(serex_scheduler_advance(s, 100 * MS), SEREX_OK);
+    assert_int_equal(nlog(f), 1);
+    assert_int_equal(f->log[0], 2);
+    assert_int_equal(serex_await_termination(face, 0), SEREX_OK);
+    serex_timer_release(p);
+}
+
+static void shutdown_now_hands_back_one_shots_in_due_order(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_executor *face = serex_scheduler_executor(s);
+    serex_fn fns[8];
+    void *args[8];
+    struct test_pending tp = {0, 8, fns, args};
+    serex_timer *h;
+
+    assert_int_equal(serex_schedule(s, NULL, 30 * MS, log_task, &f->ids[3],
+                                    NULL), SEREX_OK);
+    assert_int_equal(serex_schedule(s, NULL, 10 * MS, log_task, &f->ids[1],
+                                    &h), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_delay(s, NULL, MS, MS, log_task,
+                                                &f->ids[9], NULL), SEREX_OK);
+    assert_int_equal(serex_schedule(s, NULL, 20 * MS, log_task, &f->ids[2],
+                                    NULL), SEREX_OK);
+    assert_int_equal(serex_execute(face, log_task, &f->ids[0]), SEREX_OK);
+    assert_int_equal(serex_shutdown_now(face, test_pending_cb, &tp), 4);
+    assert_int_equal(tp.n, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_ptr_equal(fns[i], log_task);
+        assert_ptr_equal(args[i], &f->ids[i]);
+    }
+    assert_false(serex_timer_cancel(h)); /* handed back: not ours now */
+    serex_timer_release(h);
+    assert_int_equal(serex_await_termination(face, 0), SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, SEC), SEREX_OK);
+    assert_int_equal(nlog(f), 0);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+}
+
+static void *nop_call(void *arg)
+{
+    return arg;
+}
+
+/* destroy of a manual scheduler drops what is pending; a future made on
+ * its face is cancelled, not left waiting */
+static void manual_destroy_drops_pending_and_cancels_futures(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_future *fut;
+
+    assert_int_equal(serex_schedule(s, NULL, SEC, log_task, f->ids, NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_submit(serex_scheduler_executor(s), nop_call,
+                                  NULL, &fut), SEREX_OK);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(s)), SEREX_OK);
+    f->s = NULL;
+    assert_int_equal(serex_future_wait(fut, 0), SEREX_ECANCELED);
+    serex_future_release(fut);
+    assert_int_equal(nlog(f), 0);
+}
+
+/* Destroy does not wait for a run queued on a target nobody runs; the run
+ * still happens later, and frees the scheduler's memory (ASan checks). */
+static void destroy_leaves_runs_queued_on_targets_valid(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_schedule(s, f->manual, MS, log_task, &f->ids[4],
+                                    NULL), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_rate(s, f->manual, MS, MS,
+                                               log_task, &f->ids[5], NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, MS), SEREX_OK);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(s)), SEREX_OK);
+    f->s = NULL;
+    current->s = NULL;
+    /* the one-shot runs; the periodic one was cancelled by shutdown */
+    assert_int_equal(test_run_all(f->manual), 2);
+    assert_int_equal(nlog(f), 1);
+    assert_int_equal(f->log[0], 4);
+}
+
+/* --- the executor face, EDEADLK --- */
+
+static void face_execute_runs_on_the_timer_thread(void **state)
+{
+    struct fixture *f = *state;
+    serex_event *ev;
+
+    assert_int_equal(serex_scheduler_create(NULL, &f->s), SEREX_OK);
+    assert_int_equal(serex_event_create(&ev), SEREX_OK);
+    assert_int_equal(serex_execute(serex_scheduler_executor(f->s),
+                                   test_signal_task, ev), SEREX_OK);
+    assert_signalled(ev);
+    serex_event_destroy(ev);
+}
+
+static void await_and_destroy_from_own_task_is_edeadlk(void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *pool;
+    struct test_self_wait inline_w = {0}, pool_w = {0};
+
+    assert_int_equal(serex_scheduler_create(NULL, &f->s), SEREX_OK);
+    assert_int_equal(serex_pool_create(NULL, &pool), SEREX_OK);
+    inline_w.ex = pool_w.ex = serex_scheduler_executor(f->s);
+    assert_int_equal(serex_event_create(&inline_w.done), SEREX_OK);
+    assert_int_equal(serex_event_create(&pool_w.done), SEREX_OK);
+    /* on the timer thread, and in a run on a pool */
+    assert_int_equal(serex_schedule(f->s, NULL, MS, test_self_wait_task,
+                                    &inline_w, NULL), SEREX_OK);
+    assert_int_equal(serex_schedule(f->s, pool, MS, test_self_wait_task,
+                                    &pool_w, NULL), SEREX_OK);
+    assert_signalled(inline_w.done);
+    assert_signalled(pool_w.done);
+    test_assert_all_edeadlk(&inline_w);
+    test_assert_all_edeadlk(&pool_w);
+    serex_event_destroy(inline_w.done);
+    serex_event_destroy(pool_w.done);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(f->s)), SEREX_OK);
+    f->s = NULL;
+    assert_int_equal(serex_destroy(pool), SEREX_OK);
+}
+
+/* --- allocation failure --- */
+
+static void allocation_failure_changes_nothing(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler_config c = {0};
+    unsigned long n;
+    serex_timer *t = NULL;
+
+    c.manual = true;
+    serex__alloc_fail_nth(0);
+    assert_int_equal(serex_scheduler_create(&c, &f->s), SEREX_OK);
+    n = serex__alloc_fail_nth(0);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(f->s)), SEREX_OK);
+    f->s = NULL;
+    for (unsigned long i = 1; i <= n; i++) {
+        serex_scheduler *s = (serex_scheduler *)&c;
+
+        serex__alloc_fail_nth(i);
+        assert_int_equal(serex_scheduler_create(&c, &s), SEREX_ENOMEM);
+        assert_null(s);
+    }
+    serex__alloc_fail_nth(0);
+    make_manual(f, 0);
+    serex__alloc_fail_nth(1); /* the first schedule needs a slab */
+    assert_int_equal(serex_schedule(f->s, NULL, MS, log_task, f->ids, &t),
+                     SEREX_ENOMEM);
+    serex__alloc_fail_nth(0);
+    assert_null(t);
+    assert_int_equal(serex_scheduler_pending(f->s), 0);
+    assert_int_equal(serex_schedule(f->s, NULL, MS, log_task, f->ids, &t),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(f->s, MS), SEREX_OK);
+    assert_int_equal(nlog(f), 1);
+    serex_timer_release(t);
+}
+
+/* Records are reused and slabs given back: a burst far past one slab. */
+static void burst_of_timers_is_reclaimed(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    enum { N = 20000 };
+    static serex_timer *t[N];
+
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++)
+            assert_int_equal(serex_schedule(s, NULL, SEC + i, log_task,
+                                            f->ids, &t[i]), SEREX_OK);
+        assert_int_equal(serex_scheduler_pending(s), N);
+        for (int i = 0; i < N; i += 2)
+            assert_true(serex_timer_cancel(t[i]));
+        for (int i = 0; i < N; i++)
+            serex_timer_release(t[i]);
+        assert_int_equal(serex_scheduler_advance(s, 2 * SEC), SEREX_OK);
+        assert_int_equal(nlog(f), (size_t)(round + 1) * N / 2);
+        assert_int_equal(serex_scheduler_pending(s), 0);
+    }
+}
+
+/* --- the timer thread --- */
+
+struct stamp {
+    serex_scheduler *s;
+    int64_t due;
+    _Atomic int64_t ran_at;
+    serex_event *ev;
+};
+
+static void stamp_task(void *arg)
+{
+    struct stamp *st = arg;
+
+    atomic_store(&st->ran_at, serex_scheduler_now(st->s));
+    serex_event_signal(st->ev);
+}
+
+static void threaded_timers_never_fire_early(void **state)
+{
+    struct fixture *f = *state;
+    enum { N = 200 };
+    static struct stamp st[N];
+    serex_executor *pool;
+    uint64_t x = 7;
+
+    assert_int_equal(serex_scheduler_create(NULL, &f->s), SEREX_OK);
+    assert_int_equal(serex_pool_create(NULL, &pool), SEREX_OK);
+    for (int i = 0; i < N; i++) {
+        int64_t d;
+
+        x = x * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+        d = (int64_t)((x >> 33) % (30 * (uint64_t)MS));
+        st[i].s = f->s;
+        atomic_store(&st[i].ran_at, 0);
+        assert_int_equal(serex_event_create(&st[i].ev), SEREX_OK);
+        st[i].due = serex_scheduler_now(f->s) + d;
+        assert_int_equal(serex_schedule(f->s, i % 2 ? pool : NULL, d,
+                                        stamp_task, &st[i], NULL), SEREX_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        assert_signalled(st[i].ev);
+        assert_true(atomic_load(&st[i].ran_at) >= st[i].due);
+        serex_event_destroy(st[i].ev);
+    }
+    serex_shutdown(serex_scheduler_executor(f->s));
+    assert_int_equal(serex_await_termination(serex_scheduler_executor(f->s),
+                                             TEST_TIMEOUT), SEREX_OK);
+    assert_int_equal(serex_destroy(pool), SEREX_OK);
+}
+
+/* A custom clock that the test moves: the thread never fires by the OS
+ * clock, only when the custom clock says so. */
+static _Atomic int64_t fake_now;
+
+static int64_t fake_clock(void *ctx)
+{
+    (void)ctx;
+    return atomic_load(&fake_now);
+}
+
+static void threaded_custom_clock_is_honoured(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler_config c = {0};
+    struct stamp st = {0};
+    struct timespec ts = {0, 150 * 1000 * 1000};
+
+    atomic_store(&fake_now, 1000 * SEC);
+    c.clock = fake_clock;
+    assert_int_equal(serex_scheduler_create(&c, &f->s), SEREX_OK);
+    st.s = f->s;
+    assert_int_equal(serex_event_create(&st.ev), SEREX_OK);
+    assert_int_equal(serex_scheduler_now(f->s), 1000 * SEC);
+    assert_int_equal(serex_schedule(f->s, NULL, 50 * MS, stamp_task, &st,
+                                    NULL), SEREX_OK);
+    thrd_sleep(&ts, NULL); /* 150 ms of real time; the clock stood still */
+    assert_int_equal(serex_event_wait(st.ev, 0), SEREX_ETIMEDOUT);
+    atomic_store(&fake_now, 1000 * SEC + 50 * MS);
+    assert_signalled(st.ev); /* noticed within the 100 ms nap */
+    assert_int_equal(atomic_load(&st.ran_at), 1000 * SEC + 50 * MS);
+    serex_event_destroy(st.ev);
+}
+
+struct overlap {
+    _Atomic int in_run, overlaps, runs;
+};
+
+static void slow_periodic_task(void *arg)
+{
+    struct overlap *o = arg;
+    struct timespec ts = {0, 3 * 1000 * 1000};
+
+    if (atomic_fetch_add(&o->in_run, 1) != 0)
+        atomic_fetch_add(&o->overlaps, 1);
+    thrd_sleep(&ts, NULL); /* longer than the period */
+    atomic_fetch_sub(&o->in_run, 1);
+    atomic_fetch_add(&o->runs, 1);
+}
+
+/* One periodic timer of each kind whose runs outlast the period; a run in
+ * progress when cancel returns may finish, but never two at once. */
+static void periodic_never_overlaps(serex_scheduler *s, serex_executor *pool,
+                                    bool fixed_rate)
+{
+    struct overlap o = {0};
+    serex_timer *t;
+    struct timespec ts = {0, 100 * 1000 * 1000};
+
+    assert_int_equal(fixed_rate
+                         ? serex_schedule_fixed_rate(s, pool, 0, MS,
+                                                     slow_periodic_task, &o,
+                                                     &t)
+                         : serex_schedule_fixed_delay(s, pool, 0, MS,
+                                                      slow_periodic_task, &o,
+                                                      &t),
+                     SEREX_OK);
+    thrd_sleep(&ts, NULL);
+    assert_true(serex_timer_cancel(t));
+    serex_timer_release(t);
+    while (atomic_load(&o.in_run) != 0) /* the run cancel let finish */
+        thrd_yield();
+    assert_true(atomic_load(&o.runs) >= 2);
+    assert_int_equal(atomic_load(&o.overlaps), 0);
+}
+
+static void threaded_periodic_runs_never_overlap(void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *pool;
+
+    assert_int_equal(serex_scheduler_create(NULL, &f->s), SEREX_OK);
+    assert_int_equal(serex_pool_create(NULL, &pool), SEREX_OK);
+    periodic_never_overlaps(f->s, pool, true);
+    periodic_never_overlaps(f->s, pool, false);
+    serex_shutdown(serex_scheduler_executor(f->s));
+    assert_int_equal(serex_await_termination(serex_scheduler_executor(f->s),
+                                             TEST_TIMEOUT), SEREX_OK);
+    assert_int_equal(serex_destroy(pool), SEREX_OK);
+}
+
+/*
+ * Cancel racing with firing, on a pool, with a canceller thread: for each
+ * timer, cancel's answer and whether the task ran agree exactly (true: it
+ * never runs; false: it ran, exactly once).
+ */
+enum { RACE_N = 2000 };
+
+struct race {
+    serex_scheduler *s;
+    serex_timer *t[RACE_N];
+    _Atomic int ran[RACE_N];
+    bool cancelled[RACE_N];
+    int idx[RACE_N];
+};
+
+static struct race *race_of;
+
+static void race_task(void *arg)
+{
+    atomic_fetch_add(&race_of->ran[*(int *)arg], 1);
+}
+
+static int race_canceller(void *arg)
+{
+    struct race *r = arg;
+
+    for (int i = RACE_N - 1; i >= 0; i--)
+        r->cancelled[i] = serex_timer_cancel(r->t[i]);
+    return 0;
+}
+
+static void cancel_races_firing(void **state)
+{
+    struct fixture *f = *state;
+    struct race *r = calloc(1, sizeof *r);
+    serex_executor *pool;
+    serex__thread th;
+
+    assert_non_null(r);
+    race_of = r;
+    assert_int_equal(serex_scheduler_create(NULL, &f->s), SEREX_OK);
+    assert_int_equal(serex_pool_create(NULL, &pool), SEREX_OK);
+    for (int i = 0; i < RACE_N; i++) {
+        r->idx[i] = i;
+        assert_int_equal(serex_schedule(f->s, i % 3 ? pool : NULL,
+                                        (i % 50) * 20000, race_task,
+                                        &r->idx[i], &r->t[i]), SEREX_OK);
+    }
+    assert_int_equal(serex__thread_start(&th, race_canceller, r), 0);
+    serex__thread_join(th);
+    serex_shutdown(serex_scheduler_executor(f->s));
+    assert_int_equal(serex_await_termination(serex_scheduler_executor(f->s),
+                                             TEST_TIMEOUT), SEREX_OK);
+    for (int i = 0; i < RACE_N; i++) {
+        assert_int_equal(atomic_load(&r->ran[i]), r->cancelled[i] ? 0 : 1);
+        serex_timer_release(r->t[i]);
+    }
+    assert_int_equal(serex_destroy(pool), SEREX_OK);
+    free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(bad_input_is_einval),
+        T(manual_one_shot_fires_at_due_never_before),
+        T(manual_fires_in_due_order_ties_in_schedule_order),
+        T(manual_far_delays_on_a_tiny_wheel),
+        T(manual_fixed_rate_has_no_drift),
+        T(manual_fixed_rate_coalesces_missed_runs),
+        T(manual_fixed_delay_counts_from_the_end_of_a_run),
+        T(manual_delays_saturate_never_wrap),
+        T(cancel_in_every_state),
+        T(release_does_not_cancel),
+        T(periodic_cancelled_from_its_own_run),
+        T(cap_gives_efull),
+        T(refused_runs_are_counted_and_handed_over),
+        T(target_shutdown_now_hands_back_the_users_task),
+        T(shutdown_cancels_periodic_lets_one_shots_fire),
+        T(shutdown_now_hands_back_one_shots_in_due_order),
+        T(manual_destroy_drops_pending_and_cancels_futures),
+        T(destroy_leaves_runs_queued_on_targets_valid),
+        T(face_execute_runs_on_the_timer_thread),
+        T(await_and_destroy_from_own_task_is_edeadlk),
+        T(allocation_failure_changes_nothing),
+        T(burst_of_timers_is_reclaimed),
+        T(threaded_timers_never_fire_early),
+        T(threaded_custom_clock_is_honoured),
+        T(threaded_periodic_runs_never_overlap),
+        T(cancel_races_firing),
+#undef T
+    };
+
+    return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);
+}
