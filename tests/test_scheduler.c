@@ -14,6 +14,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h> /* nanosleep */
 
 #define NLOG 4096
 
@@ -784,7 +785,7 @@ static void threaded_custom_clock_is_honoured(void **state)
     assert_int_equal(serex_scheduler_now(f->s), 1000 * SEC);
     assert_int_equal(serex_schedule(f->s, NULL, 50 * MS, stamp_task, &st,
                                     NULL), SEREX_OK);
-    thrd_sleep(&ts, NULL); /* 150 ms of real time; the clock stood still */
+    nanosleep(&ts, NULL); /* 150 ms of real time; the clock stood still */
     assert_int_equal(serex_event_wait(st.ev, 0), SEREX_ETIMEDOUT);
     atomic_store(&fake_now, 1000 * SEC + 50 * MS);
     assert_signalled(st.ev); /* noticed within the 100 ms nap */
@@ -803,7 +804,7 @@ static void slow_periodic_task(void *arg)
 
     if (atomic_fetch_add(&o->in_run, 1) != 0)
         atomic_fetch_add(&o->overlaps, 1);
-    thrd_sleep(&ts, NULL); /* longer than the period */
+    nanosleep(&ts, NULL); /* longer than the period */
     atomic_fetch_sub(&o->in_run, 1);
     atomic_fetch_add(&o->runs, 1);
 }
@@ -825,11 +826,11 @@ static void periodic_never_overlaps(serex_scheduler *s, serex_executor *pool,
                                                       slow_periodic_task, &o,
                                                       &t),
                      SEREX_OK);
-    thrd_sleep(&ts, NULL);
+    nanosleep(&ts, NULL);
     assert_true(serex_timer_cancel(t));
     serex_timer_release(t);
     while (atomic_load(&o.in_run) != 0) /* the run cancel let finish */
-        thrd_yield();
+        serex__thread_yield();
     assert_true(atomic_load(&o.runs) >= 2);
     assert_int_equal(atomic_load(&o.overlaps), 0);
 }
