@@ -19,10 +19,12 @@
  * --- Memory: 56 bytes a one-shot timer ---
  * A record is the wheel link (next, pprev, due key, tag) plus fn, arg and
  * target; a periodic one adds its period (64 bytes). Records come from
- * 64 KiB slabs, aligned so a record finds its slab (and the slab its shard)
- * by masking its address, carved lazily (untouched pages stay out of RSS)
- * and kept per shard; a slab that empties is freed (one spare is kept), so
- * memory returns after a burst. The tag packs the tie-breaker (a per-shard
+ * 256 KiB slabs, aligned so a record finds its slab (and the slab its
+ * shard) by masking its address, carved lazily (untouched pages stay out
+ * of RSS) and kept per shard; a slab that empties is freed (one spare is
+ * kept), so memory returns after a burst. (64 KiB slabs cost 63 bytes a
+ * timer in RSS, the aligned allocation's extra page showing; 256 KiB
+ * cost 58; 1 MiB 56, but free memory in coarser pieces.) The tag packs the tie-breaker (a per-shard
  * sequence number) with the state below, in one atomic word.
  *
  * --- The timer state machine (the low bits of the tag) ---
@@ -126,7 +128,7 @@
 #define LIFE_WAITER (UINT64_C(1) << LIFE_WAITER_SHIFT)
 #define LIFE_RUNS(x) ((x) & (LIFE_DETACHED - 1))
 
-#define SLAB_BYTES ((size_t)65536)
+#define SLAB_BYTES ((size_t)262144)
 #define SLAB_HEADER ((size_t)64)
 
 struct serex_timer {
@@ -350,11 +352,37 @@ static void wake_awaiters(struct serex_scheduler *s)
     serex__park_wake_all(&s->life);
 }
 
-/* Under the shard lock: @n timers are done. */
-static void active_sub(struct shard *sh, size_t n)
+/* Tells awaiters unconditionally (shutdown): an RMW, so an awaiter that
+ * counts itself later reads from it and sees all we did before. */
+static void announce(struct serex_scheduler *s)
 {
+    /* acq_rel: heads a release sequence the awaiters' counting joins */
+    if (atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_acq_rel) >=
+        LIFE_WAITER)
+        serex__park_wake_all(&s->life);
+}
+
+/*
+ * Under the shard lock: @n timers are done. Only the lock holder writes
+ * the count, so a load and a store do (no locked instruction). Before
+ * SHUT nobody can be waiting for the count: shutdown sets SHUT, then takes
+ * every shard lock, then announces; a decrement made before it took our
+ * lock is ordered before the announce by the lock, and one made after
+ * sees SHUT here. Returns true if awaiters must be told (wake_awaiters).
+ */
+static bool active_sub(struct serex_scheduler *s, struct shard *sh, size_t n)
+{
+    /* relaxed: written only under the lock we hold */
+    size_t a = atomic_load_explicit(&sh->active, memory_order_relaxed);
+
+    /* relaxed: SHUT is set before shutdown takes this lock */
+    if (!(atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT)) {
+        atomic_store_explicit(&sh->active, a - n, memory_order_relaxed);
+        return false;
+    }
     /* seq_cst: ordered before the look for awaiters in wake_awaiters */
-    atomic_fetch_sub_explicit(&sh->active, n, memory_order_seq_cst);
+    atomic_store_explicit(&sh->active, a - n, memory_order_seq_cst);
+    return true;
 }
 
 static void ring(struct serex_scheduler *s)
@@ -390,6 +418,7 @@ static uint64_t settle(struct serex_scheduler *s, struct serex_timer *t)
 {
     struct shard *sh = shard_of(t);
     uint64_t v;
+    bool tell;
 
     serex__spin_lock(&sh->lock);
     /* relaxed: a first guess for the CAS */
@@ -403,9 +432,10 @@ static uint64_t settle(struct serex_scheduler *s, struct serex_timer *t)
     SEREX_ASSERT(tag_state(v) != ST_DONE && tag_state(v) != ST_PENDING);
     if (!(v & F_HANDLE))
         rec_free(sh, t);
-    active_sub(sh, 1);
+    tell = active_sub(s, sh, 1);
     serex__spin_unlock(&sh->lock);
-    wake_awaiters(s);
+    if (tell)
+        wake_awaiters(s);
     return tag_state(v);
 }
 
@@ -466,8 +496,12 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
                           memory_order_relaxed);
     serex__wtimer_init(&t->w);
     serex__wheel_add(&sh->wheel, &t->w, key);
-    /* relaxed: under the lock; only a decrement must be seen by awaiters */
-    atomic_fetch_add_explicit(&sh->active, 1, memory_order_relaxed);
+    /* relaxed, a load and a store: written only under the lock we hold;
+     * an increment wakes no one */
+    atomic_store_explicit(
+        &sh->active,
+        atomic_load_explicit(&sh->active, memory_order_relaxed) + 1,
+        memory_order_relaxed);
     serex__spin_unlock(&sh->lock);
     poke(s, key);
     if (out != NULL)
@@ -514,6 +548,7 @@ static bool cancel_pending(struct serex_timer *t)
 {
     struct shard *sh = shard_of(t);
     uint64_t v;
+    bool tell;
 
     serex__spin_lock(&sh->lock);
     /* relaxed: PENDING only changes under this lock */
@@ -523,15 +558,16 @@ static bool cancel_pending(struct serex_timer *t)
         return false;
     }
     serex__wheel_del(&sh->wheel, &t->w);
-    /* relaxed: only HANDLE could change beside us, and the caller holds
-     * the handle, so no one else frees; the CAS keeps any flag */
-    while (!atomic_compare_exchange_weak_explicit(
-        &t->w.tag, &v, (v & ~ST_MASK) | ST_DONE, memory_order_relaxed,
-        memory_order_relaxed))
-        ;
-    active_sub(sh, 1);
+    /* relaxed, and a store, not a CAS: PENDING moves only under this lock,
+     * and HANDLE is ours (the caller holds the handle: nobody releases it
+     * beside us). A locked instruction here would also wait for the
+     * unlink's stores to the neighbours to leave the store buffer. */
+    atomic_store_explicit(&t->w.tag, (v & ~ST_MASK) | ST_DONE,
+                          memory_order_relaxed);
+    tell = active_sub(sh->s, sh, 1);
     serex__spin_unlock(&sh->lock);
-    wake_awaiters(sh->s);
+    if (tell)
+        wake_awaiters(sh->s);
     return true;
 }
 
@@ -936,8 +972,8 @@ static struct serex__wtimer *shard_sweep(struct shard *sh, bool take)
         if (!(v & F_HANDLE))
             rec_free(sh, t);
     }
-    if (done > 0)
-        active_sub(sh, done);
+    if (done > 0) /* SHUT is set: the caller announces */
+        active_sub(sh->s, sh, done);
     serex__spin_unlock(&sh->lock);
     return serex__wtimer_sort(keep);
 }
@@ -951,7 +987,7 @@ static void face_shutdown(serex_executor *ex)
     for (unsigned i = 0; i < s->nshards; i++)
         shard_sweep(&s->shards[i], false);
     ring(s);
-    wake_awaiters(s);
+    announce(s);
 }
 
 static size_t face_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
@@ -973,7 +1009,7 @@ static size_t face_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
         n++;
     }
     ring(s);
-    wake_awaiters(s);
+    announce(s);
     return n;
 }
 

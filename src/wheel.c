@@ -16,16 +16,15 @@ static unsigned fls64(uint64_t x) /* index of the highest set bit; x != 0 */
 
 static uint64_t tick_of(const struct serex__wheel *w, int64_t key)
 {
-    return key <= w->origin ? 0
-                            : (uint64_t)(key - w->origin) / (uint64_t)w->tick_ns;
+    return key <= w->origin ? 0 : (uint64_t)(key - w->origin) >> w->shift;
 }
 
 /* The first key of tick @t, saturating. */
 static int64_t key_of_tick(const struct serex__wheel *w, uint64_t t)
 {
-    if (t > (uint64_t)(INT64_MAX - w->origin) / (uint64_t)w->tick_ns)
+    if (t > (uint64_t)(INT64_MAX - w->origin) >> w->shift)
         return INT64_MAX;
-    return w->origin + (int64_t)t * w->tick_ns;
+    return w->origin + (int64_t)(t << w->shift);
 }
 
 static size_t nslots(const struct serex__wheel *w)
@@ -63,7 +62,7 @@ int serex__wheel_init(struct serex__wheel *w, unsigned size, int64_t tick_ns,
     w->levels = (64 + w->bits - 1) / w->bits;
     w->mask = size - 1;
     w->origin = origin;
-    w->tick_ns = tick_ns;
+    w->shift = fls64((uint64_t)tick_ns); /* a shift, not a division */
     w->now_key = origin;
     w->words = (size + 63) / 64;
     w->slots = serex__calloc(nslots(w) + 1, sizeof *w->slots);

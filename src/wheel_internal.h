@@ -5,11 +5,14 @@
  *
  * --- Keys and ticks ---
  * A timer's key is its due time in the owner's clock (int64 ns, >= the
- * wheel's origin). The wheel files it by tick = (key - origin) / tick_ns,
+ * wheel's origin). The wheel files it by tick = (key - origin) / tick,
  * rounded down, but hands it out only once time has reached the key
  * itself: timers in the current tick whose key is still ahead wait on a
  * "due list". So the wheel is as exact as its keys, and the tick only sets
- * how coarse the index is. (With tick_ns 1 and origin 0, key == tick.)
+ * how coarse the index is. That is why the tick may be the power of two
+ * at or below the tick_ns asked for (1 ms: 2^19 ns, 524 us): filing a
+ * timer then takes a shift, not a 64-bit division, and nothing fires
+ * later for it. (With tick_ns 1 and origin 0, key == tick.)
  *
  * --- Levels and placement (as timeout.c and the Linux wheel) ---
  * Each level has `size` slots (a power of two, 2^bits); level L's slots are
@@ -60,7 +63,8 @@ struct serex__wtimer {
 struct serex__wheel {
     unsigned bits, levels;
     uint64_t mask;           /* size - 1 */
-    int64_t origin, tick_ns; /* tick = (key - origin) / tick_ns */
+    int64_t origin;          /* tick = (key - origin) >> shift */
+    unsigned shift;          /* log2 of the tick, rounded down */
     uint64_t now;            /* the current tick */
     int64_t now_key;         /* the key of the last advance */
     size_t count;            /* timers in the wheel, due list included */
