@@ -73,8 +73,9 @@
  * --- Periodic timers ---
  * A periodic run re-arms itself when it ends (RUNNING -> PENDING under the
  * shard lock), so it never overlaps itself. Fixed rate: the next due time
- * is the next point of the grid start + n * period after the clock at
- * that moment: no drift, and the runs missed in a stall are one run.
+ * is the first point of the grid start + n * period after the run began:
+ * no drift; the points missed before a late run are that run, and the
+ * points passed during a long run make one run at once (see next_due).
  * Fixed delay: the end of the run plus the delay.
  *
  * --- Shutdown, termination, destroy ---
@@ -631,28 +632,32 @@ void serex_timer_release(serex_timer *t)
 
 /* --- running --- */
 
-static int64_t next_due(struct serex_scheduler *s, struct serex_timer *t)
+/*
+ * When a periodic run that started at @start ends. Fixed delay: now plus
+ * the delay. Fixed rate: the first grid point after @start. Grid points
+ * passed before the run started were coalesced into it; if some passed
+ * while it ran, that point is already due and one run follows at once
+ * for all of them; either way the grid stays start + n * period.
+ */
+static int64_t next_due(struct serex_scheduler *s, struct serex_timer *t,
+                        int64_t start)
 {
-    int64_t now = sched_now(s), period = periodic_of(t)->period, due;
+    int64_t period = periodic_of(t)->period, key = t->w.key, n;
 
     /* relaxed: our own flag, set before the timer was published */
     if (atomic_load_explicit(&t->w.tag, memory_order_relaxed) & F_FIXED_DELAY)
-        return sat_add(now, period);
-    due = sat_add(t->w.key, period);
-    if (due <= now) /* runs missed: coalesced, back on the grid */
-        due = sat_add(t->w.key,
-                      ((now - t->w.key) / period + 1 > INT64_MAX / period)
-                          ? INT64_MAX
-                          : ((now - t->w.key) / period + 1) * period);
-    return due;
+        return sat_add(sched_now(s), period);
+    n = (start > key ? (start - key) / period : 0) + 1; /* points after */
+    return n > INT64_MAX / period ? INT64_MAX : sat_add(key, n * period);
 }
 
 /* A periodic run has ended: back into the wheel, unless stopped. Returns
  * false if the timer is finished instead (the caller settles it). */
-static bool rearm(struct serex_scheduler *s, struct serex_timer *t)
+static bool rearm(struct serex_scheduler *s, struct serex_timer *t,
+                  int64_t start)
 {
     struct shard *sh = shard_of(t);
-    int64_t due = next_due(s, t);
+    int64_t due = next_due(s, t, start);
     uint64_t v;
 
     serex__spin_lock(&sh->lock);
@@ -688,6 +693,7 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t)
      * target's queue or the timer thread); relaxed would do, but this is
      * the first read of the run */
     uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_acquire);
+    int64_t start;
 
     for (;;) {
         if (tag_state(v) != ST_QUEUED ||
@@ -702,10 +708,11 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t)
                 memory_order_relaxed, memory_order_relaxed))
             break;
     }
+    start = (v & F_PERIODIC) ? sched_now(s) : 0;
     serex__frame_push(&frame, &s->face);
     t->fn(t->arg);
     serex__frame_pop(&frame);
-    if (!(v & F_PERIODIC) || !rearm(s, t))
+    if (!(v & F_PERIODIC) || !rearm(s, t, start))
         settle(s, t);
 }
 

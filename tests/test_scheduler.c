@@ -287,6 +287,40 @@ static void manual_fixed_rate_coalesces_missed_runs(void **state)
     assert_int_equal(f->at[2], 70 * MS);
 }
 
+/* A run longer than the period: the points passed while it ran make one
+ * run at once, then the grid again (runs back to back, never queued). */
+static void long_task(void *arg)
+{
+    struct fixture *f = fx_of(arg);
+
+    log_task(arg);
+    /* the run takes 25 ms of manual time: a nested advance moves the
+     * clock, as time passing would */
+    if (nlog(f) == 1)
+        assert_int_equal(serex_scheduler_advance(f->s, 25 * MS), SEREX_OK);
+}
+
+static void manual_fixed_rate_long_run_is_followed_at_once(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_rate(s, f->manual, 0, 10 * MS,
+                                               long_task, f->ids, NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 0), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 1); /* 0 .. 25 ms */
+    assert_int_equal(serex_scheduler_advance(s, 0), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 1); /* for 10 and 20, at 25 */
+    assert_int_equal(f->at[1], 25 * MS);
+    assert_int_equal(serex_scheduler_advance(s, 5 * MS - 1), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 0);
+    assert_int_equal(serex_scheduler_advance(s, 1), SEREX_OK); /* 30 */
+    assert_int_equal(test_run_all(f->manual), 1);
+    assert_int_equal(f->at[2], 30 * MS);
+}
+
 static void manual_fixed_delay_counts_from_the_end_of_a_run(void **state)
 {
     struct fixture *f = *state;
@@ -921,6 +955,7 @@ int main(void)
         T(manual_far_delays_on_a_tiny_wheel),
         T(manual_fixed_rate_has_no_drift),
         T(manual_fixed_rate_coalesces_missed_runs),
+        T(manual_fixed_rate_long_run_is_followed_at_once),
         T(manual_fixed_delay_counts_from_the_end_of_a_run),
         T(manual_delays_saturate_never_wrap),
         T(cancel_in_every_state),

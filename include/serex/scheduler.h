@@ -18,8 +18,9 @@ typedef int64_t (*serex_clock_fn)(void *ctx);
 
 /* Scheduler configuration; zero-initialise it (or pass NULL) for defaults. */
 typedef struct serex_scheduler_config {
-    int64_t tick_ns;     /* the wheel's slot width; 0: 1 ms. Timers still
-                            fire at their exact due time, not per tick */
+    int64_t tick_ns;     /* the wheel's slot width; 0: 1 ms. Rounded down
+                            to a power of two ns; timers still fire at their
+                            exact due time, not at tick boundaries */
     unsigned wheel_size; /* slots per level, a power of two in [2, 65536];
                             0: 512 */
     serex_clock_fn clock; /* NULL: the monotonic clock */
@@ -108,9 +109,12 @@ SEREX_API int serex_schedule(serex_scheduler *s, serex_executor *target,
 /*
  * serex_schedule_fixed_rate - run fn(arg) on @target at start + n * period
  * for n = 0, 1, ... where start is now + @initial_ns: no drift. A run is
- * never started while the previous one is still running; runs missed
- * while the system stalled (or a run took longer than the period) are
- * coalesced into one, and the next run is the next due time on the grid.
+ * never started while the previous one is still running. The next run is
+ * timed when a run ends: if grid points have passed meanwhile (the system
+ * stalled before the run started, or the run took longer than a period),
+ * they are coalesced: one run happens at once for all of them, and the
+ * one after is back on the grid. So a run that always takes longer than
+ * the period runs back to back, never queued up behind itself.
  * Ends only by cancel, shutdown or a refused run.
  * Returns:   as serex_schedule; SEREX_EINVAL also for initial_ns < 0 or
  *            period_ns <= 0.
