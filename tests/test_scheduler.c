@@ -945,6 +945,101 @@ static void cancel_races_firing(void **state)
     free(r);
 }
 
+/*
+ * Producers on several threads (so several shards) schedule one-shot and
+ * periodic timers onto a pool and the timer thread while it fires, and
+ * cancel every other one: each one-shot runs exactly once unless its
+ * cancel said true, and then never.
+ */
+enum { MP_THREADS = 4, MP_PER = 1500 };
+
+struct mp {
+    serex_scheduler *s;
+    serex_executor *pool;
+    _Atomic int ran[MP_THREADS][MP_PER];
+    bool cancelled[MP_THREADS][MP_PER];
+    int idx[MP_THREADS][MP_PER];
+    _Atomic int ticks[MP_THREADS];
+    _Atomic int rc;
+};
+
+static struct mp *mp_of;
+
+static void mp_task(void *arg)
+{
+    int i = *(int *)arg;
+
+    atomic_fetch_add(&mp_of->ran[i / MP_PER][i % MP_PER], 1);
+}
+
+static void mp_tick(void *arg)
+{
+    atomic_fetch_add((_Atomic int *)arg, 1);
+}
+
+static int mp_producer(void *arg)
+{
+    int p = (int)(intptr_t)arg;
+    struct mp *m = mp_of;
+    static _Thread_local serex_timer *t[MP_PER];
+    serex_timer *tick;
+
+    int64_t deadline;
+
+    if (serex_schedule_fixed_rate(m->s, p % 2 ? m->pool : NULL, 0, 100000,
+                                  mp_tick, &m->ticks[p], &tick) != SEREX_OK)
+        atomic_store(&m->rc, 1);
+    for (int i = 0; i < MP_PER; i++) {
+        m->idx[p][i] = p * MP_PER + i;
+        if (serex_schedule(m->s, i % 3 ? m->pool : NULL, (i % 40) * 25000,
+                           mp_task, &m->idx[p][i], &t[i]) != SEREX_OK)
+            atomic_store(&m->rc, 1);
+        if (i % 2 == 1) { /* cancel the one before, maybe while it fires */
+            m->cancelled[p][i - 1] = serex_timer_cancel(t[i - 1]);
+            serex_timer_release(t[i - 1]);
+        }
+    }
+    for (int i = 0; i < MP_PER; i += 2)
+        serex_timer_release(t[i + 1]);
+    /* the periodic timer has run, and been re-armed, before we stop it */
+    deadline = serex__now_ns() + TEST_TIMEOUT;
+    while (atomic_load(&m->ticks[p]) < 2 && serex__now_ns() < deadline)
+        serex__thread_yield();
+    if (atomic_load(&m->ticks[p]) < 2 || !serex_timer_cancel(tick))
+        atomic_store(&m->rc, 1);
+    serex_timer_release(tick);
+    return 0;
+}
+
+static void many_producers_schedule_and_cancel(void **state)
+{
+    struct fixture *f = *state;
+    struct mp *m = calloc(1, sizeof *m);
+    serex__thread th[MP_THREADS];
+
+    assert_non_null(m);
+    mp_of = m;
+    assert_int_equal(serex_scheduler_create(NULL, &f->s), SEREX_OK);
+    assert_int_equal(serex_pool_create(NULL, &m->pool), SEREX_OK);
+    m->s = f->s;
+    for (int p = 0; p < MP_THREADS; p++)
+        assert_int_equal(serex__thread_start(&th[p], mp_producer,
+                                             (void *)(intptr_t)p), 0);
+    for (int p = 0; p < MP_THREADS; p++)
+        serex__thread_join(th[p]);
+    assert_int_equal(atomic_load(&m->rc), 0);
+    serex_shutdown(serex_scheduler_executor(f->s));
+    assert_int_equal(serex_await_termination(serex_scheduler_executor(f->s),
+                                             TEST_TIMEOUT), SEREX_OK);
+    assert_int_equal(serex_scheduler_pending(f->s), 0);
+    for (int p = 0; p < MP_THREADS; p++)
+        for (int i = 0; i < MP_PER; i++)
+            assert_int_equal(atomic_load(&m->ran[p][i]),
+                             m->cancelled[p][i] ? 0 : 1);
+    assert_int_equal(serex_destroy(m->pool), SEREX_OK);
+    free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -976,6 +1071,7 @@ int main(void)
         T(threaded_custom_clock_is_honoured),
         T(threaded_periodic_runs_never_overlap),
         T(cancel_races_firing),
+        T(many_producers_schedule_and_cancel),
 #undef T
     };
 
