@@ -11,6 +11,8 @@
 #   c. tsan       -fsanitize=thread, clang if present, else gcc: same labels
 #   d. consumers  scripts/check_consumers.sh: find_package, add_subdirectory,
 #                 pkg-config, and the shared library's exported symbols
+#   e. clang      the plain build and tests again with clang, -Werror (clang
+#                 is installed with apt-get when missing and run as root)
 # Each stage has its own build tree under build-test/. A failing stage is
 # reported and the next one still runs; the exit status is non-zero if any
 # stage failed.
@@ -20,6 +22,7 @@
 #   --no-asan       skip stage b
 #   --no-tsan       skip stage c
 #   --no-consumers  skip stage d
+#   --no-clang      skip stage e
 #   --clean         remove the build trees first (default: reuse them)
 #   --fail-fast     skip the remaining stages after a failure
 # Environment: SEREX_TEST_BUILD_ROOT (default <repo>/build-test), SEREX_JOBS
@@ -33,13 +36,14 @@ jobs=${SEREX_JOBS:-2}
 test_timeout=${SEREX_TEST_TIMEOUT:-300}
 labels='^(unit|stress|example)$'
 
-run_plain=1 run_asan=1 run_tsan=1 run_consumers=1 clean=0 fail_fast=0
+run_plain=1 run_asan=1 run_tsan=1 run_consumers=1 run_clang=1 clean=0 fail_fast=0
 for arg in "$@"; do
     case $arg in
-    --quick) run_asan=0 run_tsan=0 run_consumers=0 ;;
+    --quick) run_asan=0 run_tsan=0 run_consumers=0 run_clang=0 ;;
     --no-asan) run_asan=0 ;;
     --no-tsan) run_tsan=0 ;;
     --no-consumers) run_consumers=0 ;;
+    --no-clang) run_clang=0 ;;
     --clean) clean=1 ;;
     --fail-fast) fail_fast=1 ;;
     -h | --help)
@@ -96,6 +100,20 @@ ensure_test_deps() {
 }
 
 ensure_test_deps
+
+# Stage e needs clang: installed like cmocka when we can; otherwise stage e
+# says how (it fails rather than pass without having built anything).
+ensure_clang() {
+    command -v clang >/dev/null 2>&1 && return 0
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        echo "test.sh: installing clang with apt-get"
+        apt-get update >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y clang >/dev/null
+    fi
+}
+if [ "$run_clang" = 1 ]; then
+    ensure_clang || echo "test.sh: apt-get could not install clang" >&2
+fi
 for tool in cmake ctest; do
     command -v "$tool" >/dev/null 2>&1 ||
         { echo "test.sh: '$tool' is missing" >&2; exit 2; }
@@ -233,6 +251,19 @@ stage_tsan() {
     run_ctest "$dir" $prefix -- -L "$labels"
 }
 
+stage_clang() {
+    local dir=$root/clang
+    if ! command -v clang >/dev/null 2>&1; then
+        echo "test.sh: clang is missing: apt-get install clang, or pass" \
+            "--no-clang" >&2
+        return 1
+    fi
+    export CC=clang CXX=clang++
+    configure "$dir" -DCMAKE_BUILD_TYPE=Debug -DSEREX_WERROR=ON &&
+        build "$dir" || return 1
+    run_ctest "$dir" -- -L "$labels"
+}
+
 stage_consumers() {
     SEREX_CONSUMER_WORK_DIR=$root/consumers SEREX_JOBS=$jobs \
         "$src/scripts/check_consumers.sh"
@@ -275,6 +306,7 @@ stage "a plain (Debug, -Werror)" "$run_plain" stage_plain
 stage "b asan (address,undefined)" "$run_asan" stage_asan
 stage "c tsan (thread)" "$run_tsan" stage_tsan
 stage "d consumers" "$run_consumers" stage_consumers
+stage "e clang (Debug, -Werror)" "$run_clang" stage_clang
 
 # ---- summary ---------------------------------------------------------------------
 passed=0 failed=0

@@ -4,8 +4,11 @@
  * arguments once and dispatch through the vtable, and the per-thread frames
  * that let await and destroy detect a wait on the calling task itself.
  */
+#include <string.h> /* memset */
+
 #include "common_internal.h"
 #include "serial_internal.h"
+#include "stats_internal.h"
 #include "striped_internal.h"
 
 const char *serex_strerror(int status)
@@ -129,4 +132,16 @@ int serex_destroy(serex_executor *ex)
     ex->ops->shutdown(ex);
     ex->ops->destroy(ex);
     return SEREX_OK;
+}
+
+int serex_executor_stats(serex_executor *ex, serex_stats *out)
+{
+    if (!executor_valid(ex) || out == NULL)
+        return SEREX_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (serex__pool_stats(ex, out) || serex__serial_stats(ex, out) ||
+        serex__striped_stats(ex, out) || serex__manual_stats(ex, out) ||
+        serex__scheduler_stats(ex, out))
+        return SEREX_OK;
+    return SEREX_EINVAL;
 }

@@ -5,6 +5,7 @@
  * deterministic tests, so it is simple rather than fast.
  */
 #include "common_internal.h"
+#include "stats_internal.h"
 #include "task_internal.h"
 #include "thread_internal.h"
 
@@ -16,6 +17,7 @@ struct manual {
     struct serex__task *tail;
     size_t queued;              /* under mu */
     unsigned running;           /* tasks being run now, under mu */
+    uint64_t submitted, completed, rejected; /* under mu */
     bool shut;                  /* under mu */
 };
 
@@ -43,7 +45,9 @@ static int manual_execute(serex_executor *ex, serex_fn fn, void *arg)
     serex__mutex_lock(&m->mu);
     if (m->shut) {
         rc = SEREX_EREJECTED;
+        m->rejected++;
     } else {
+        m->submitted++;
         if (m->tail != NULL)
             atomic_store_explicit(&m->tail->next, t, memory_order_relaxed);
         else
@@ -195,6 +199,7 @@ bool serex_manual_run_one(serex_executor *ex)
     serex__frame_pop(&frame);
     serex__mutex_lock(&m->mu);
     m->running--;
+    m->completed++;
     if (manual_terminated(m))
         serex__cond_broadcast(&m->idle);
     serex__mutex_unlock(&m->mu);
@@ -213,4 +218,20 @@ size_t serex_manual_run_pending(serex_executor *ex)
     while (ran < n && serex_manual_run_one(ex))
         ran++;
     return ran;
+}
+
+bool serex__manual_stats(serex_executor *ex, serex_stats *out)
+{
+    struct manual *m;
+
+    if (ex->ops != &manual_ops)
+        return false;
+    m = manual_of(ex);
+    serex__mutex_lock(&m->mu);
+    out->submitted = m->submitted;
+    out->completed = m->completed;
+    out->rejected = m->rejected;
+    out->queued = m->queued;
+    serex__mutex_unlock(&m->mu);
+    return true;
 }

@@ -92,6 +92,7 @@
 #include <string.h> /* memset */
 
 #include "common_internal.h"
+#include "stats_internal.h"
 #include "pool_internal.h"
 #include "spinlock_internal.h"
 #include "thread_internal.h"
@@ -138,6 +139,7 @@ struct slot {
     unsigned id;           /* the n of "<name>-<n>" */
     uint64_t taken_h, taken_t; /* q's tasks taken back by shutdown_now
                                   (only the call that set STOP uses them) */
+    _Atomic uint64_t done; /* tasks run; written by this slot's worker */
 };
 
 struct pool {
@@ -147,6 +149,7 @@ struct pool {
     _Alignas(SEREX__CACHELINE) serex__spinlock put_lock;
     uint64_t put_tail;     /* under put_lock: the next slot to fill */
     uint64_t head_seen;    /* under put_lock: a stale copy of head */
+    uint64_t rejected;     /* under put_lock: execute calls refused */
     _Atomic uint32_t state; /* ST_* flags; see the essay */
 
     /* Published ends, each written by one side, read by the other. */
@@ -753,6 +756,7 @@ static int worker_main(void *arg)
             pool_signal_work(p);
         was_idle = false;
         task.fn(task.arg);
+        serex__stat_add(&s->done, 1);
     }
     serex__frame_pop(&frame);
     worker_exit(p, s);
@@ -771,6 +775,8 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
     if (serex__likely(!(atomic_load_explicit(&p->state, memory_order_relaxed) &
                         ST_SHUTDOWN)))
         rc = ring_push(p, fn, arg);
+    if (serex__unlikely(rc != SEREX_OK))
+        p->rejected++;
     serex__spin_unlock(&p->put_lock);
     if (serex__likely(rc == SEREX_OK))
         pool_signal_work(p);
@@ -1075,4 +1081,31 @@ unsigned long serex__pool_wakes(serex_executor *ex)
     n = p->wakes;
     serex__mutex_unlock(&p->mu);
     return n;
+}
+
+bool serex__pool_stats(serex_executor *ex, serex_stats *out)
+{
+    struct pool *p;
+    uint64_t waiting = 0;
+
+    if (ex->ops != &pool_ops)
+        return false;
+    p = pool_of(ex);
+    serex__spin_lock(&p->put_lock);
+    out->submitted = p->put_tail;
+    out->rejected = p->rejected;
+    /* relaxed (all): a statistic */
+    waiting = p->put_tail - atomic_load_explicit(&p->head, memory_order_relaxed);
+    serex__spin_unlock(&p->put_lock);
+    for (unsigned i = 0; i < p->max; i++) {
+        struct slot *s = &p->slots[i];
+        uint64_t h = atomic_load_explicit(&s->q.head, memory_order_relaxed);
+        uint64_t t = atomic_load_explicit(&s->q.tail, memory_order_relaxed);
+
+        out->completed += atomic_load_explicit(&s->done, memory_order_relaxed);
+        waiting += t > h ? t - h : 0;
+    }
+    out->queued = waiting;
+    out->threads = atomic_load_explicit(&p->live, memory_order_relaxed);
+    return true;
 }

@@ -95,6 +95,7 @@
 
 #include "await_internal.h"
 #include "common_internal.h"
+#include "stats_internal.h"
 #include "park_internal.h"
 #include "scheduler_internal.h"
 #include "spinlock_internal.h"
@@ -163,6 +164,7 @@ struct shard {
     _Alignas(SEREX__CACHELINE) serex__spinlock lock; /* shards own lines */
     uint64_t seq;                /* the next timer's tie-breaker */
     _Atomic size_t active;       /* timers not DONE; written under lock */
+    uint64_t scheduled, done;    /* statistics; under lock */
     struct serex__wheel wheel;
     struct slab *partial[NCLS];  /* slabs with room */
     struct slab *spare[NCLS];    /* one empty slab kept for the next burst */
@@ -434,6 +436,7 @@ static uint64_t settle(struct serex_scheduler *s, struct serex_timer *t)
     if (!(v & F_HANDLE))
         rec_free(sh, t);
     tell = active_sub(s, sh, 1);
+    sh->done++;
     serex__spin_unlock(&sh->lock);
     if (tell)
         wake_awaiters(s);
@@ -503,6 +506,7 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
         &sh->active,
         atomic_load_explicit(&sh->active, memory_order_relaxed) + 1,
         memory_order_relaxed);
+    sh->scheduled++;
     serex__spin_unlock(&sh->lock);
     poke(s, key);
     if (out != NULL)
@@ -566,6 +570,7 @@ static bool cancel_pending(struct serex_timer *t)
     atomic_store_explicit(&t->w.tag, (v & ~ST_MASK) | ST_DONE,
                           memory_order_relaxed);
     tell = active_sub(sh->s, sh, 1);
+    sh->done++;
     serex__spin_unlock(&sh->lock);
     if (tell)
         wake_awaiters(sh->s);
@@ -981,6 +986,7 @@ static struct serex__wtimer *shard_sweep(struct shard *sh, bool take)
     }
     if (done > 0) /* SHUT is set: the caller announces */
         active_sub(sh->s, sh, done);
+    sh->done += done;
     serex__spin_unlock(&sh->lock);
     return serex__wtimer_sort(keep);
 }
@@ -1184,4 +1190,25 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     }
     *out = s;
     return SEREX_OK;
+}
+
+bool serex__scheduler_stats(serex_executor *ex, serex_stats *out)
+{
+    struct serex_scheduler *s;
+
+    if (ex->ops != &face_ops)
+        return false;
+    s = sched_of_face(ex);
+    for (unsigned i = 0; i < s->nshards; i++) {
+        struct shard *sh = &s->shards[i];
+
+        serex__spin_lock(&sh->lock);
+        out->submitted += sh->scheduled;
+        out->completed += sh->done;
+        serex__spin_unlock(&sh->lock);
+    }
+    out->pending_timers = total_active(s);
+    /* relaxed: a statistic */
+    out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
+    return true;
 }

@@ -82,6 +82,7 @@
 
 #include "await_internal.h"
 #include "common_internal.h"
+#include "stats_internal.h"
 #include "mpsc_internal.h"
 #include "park_internal.h"
 #include "serial_internal.h"
@@ -116,6 +117,9 @@ struct serial {
     _Alignas(SEREX__CACHELINE) serex__spinlock pop_lock;
     struct serex__task *head;
     struct serex__task stub;
+    _Atomic uint64_t completed; /* written by the running drain only */
+    _Atomic uint64_t taken;     /* handed back or dropped; under pop_lock */
+    _Atomic uint64_t rejected;  /* execute calls refused */
 
     _Atomic uint64_t life;  /* drains | DETACHED | generation | waiters */
 };
@@ -199,6 +203,8 @@ static void serial_drain(void *arg)
     serex__frame_push(&frame, &s->base);
     for (unsigned idle = 0;; idle++) {
         unsigned ran = serial_run_batch(s);
+        /* before the hand-over below: the next drain's add follows ours */
+        serex__stat_add(&s->completed, ran);
         /* seq_cst: the hand-over to the next drain needs acq_rel (see the
          * essay); seq_cst also orders it before serial_idle's look */
         uint64_t left = atomic_fetch_sub_explicit(&s->wip, ran,
@@ -287,6 +293,8 @@ static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
     if (serex__unlikely(c & (CTL_SHUT | CTL_BROKEN))) {
         atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_relaxed);
         serex__task_free(t);
+        /* relaxed: a statistic, on the refusing path only */
+        atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
         return SEREX_EREJECTED;
     }
     /* acq_rel: see the essay (the 0 -> 1 hand-over; count, then push) */
@@ -297,6 +305,8 @@ static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
     rc = first ? serial_start_drain(s) : SEREX_OK;
     /* release: our push and increment before shutdown_now's acquire */
     atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_release);
+    if (serex__unlikely(rc != SEREX_OK)) /* relaxed: a statistic */
+        atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
     return rc;
 }
 
@@ -337,6 +347,7 @@ static struct serex__task *serial_take_all(struct serial *s, size_t *n)
         last = t;
         ++*n;
     }
+    serex__stat_add(&s->taken, *n);
     serex__spin_unlock(&s->pop_lock);
     /* seq_cst: as the drain's decrement (callers wake awaiters) */
     atomic_fetch_sub_explicit(&s->wip, *n, memory_order_seq_cst);
@@ -471,4 +482,20 @@ void serex__serial_drain_dropped(serex_fn fn, void *arg)
      * destroy, refuse new ones, and release the drain's reference. */
     atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
     serial_drain_exit(s);
+}
+
+bool serex__serial_stats(serex_executor *ex, serex_stats *out)
+{
+    struct serial *s;
+
+    if (ex->ops != &serial_ops)
+        return false;
+    s = serial_of(ex);
+    /* relaxed (all): a statistic */
+    out->completed = atomic_load_explicit(&s->completed, memory_order_relaxed);
+    out->queued = atomic_load_explicit(&s->wip, memory_order_relaxed);
+    out->submitted = out->completed + out->queued +
+                     atomic_load_explicit(&s->taken, memory_order_relaxed);
+    out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
+    return true;
 }

@@ -58,6 +58,7 @@
 
 #include "await_internal.h"
 #include "common_internal.h"
+#include "stats_internal.h"
 #include "mpsc_internal.h"
 #include "park_internal.h"
 #include "spinlock_internal.h"
@@ -122,6 +123,7 @@ struct shard {
     bool counted;           /* destroy counts us in `remaining`; under lock */
     size_t mask;            /* buckets - 1 */
     struct lane **buckets;
+    uint64_t submitted, completed, taken; /* keyed tasks; under lock */
 };
 
 struct serex_striped {
@@ -131,6 +133,7 @@ struct serex_striped {
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t ctl; /* CTL_* | in flight */
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t life; /* see the essay */
     _Atomic uint64_t remaining; /* after destroy: shards with refs, + 1 */
+    _Atomic uint64_t rejected;  /* execute calls refused */
     struct shard shards[SHARDS];
 };
 
@@ -381,6 +384,7 @@ static bool lane_settle(struct serex_striped *s, struct lane *l, unsigned ran,
     bool over;
 
     serex__spin_lock(&sh->lock);
+    sh->completed += ran;
     /* acq_rel: the hand-over to the next drain, as in serial.c */
     over = atomic_fetch_sub_explicit(&l->wip, ran, memory_order_acq_rel) == ran;
     if (over) {
@@ -512,6 +516,7 @@ static int striped_push(struct serex_striped *s, uint64_t key, uint64_t hash,
         return SEREX_ENOMEM;
     }
     serex__mpsc_push_ends(lane_queue(l), t);
+    sh->submitted++;
     /* acq_rel: the 0 -> 1 hand-over (see serial.c) */
     prev = atomic_fetch_add_explicit(&l->wip, 1, memory_order_acq_rel);
     if (prev == 0) { /* the lane is busy now, and its drain will hold a ref */
@@ -540,6 +545,9 @@ int serex_striped_execute(serex_striped *s, uint64_t key, serex_fn fn,
         serex__task_free(t);
     else if (start != NULL) /* the lane counts busy: nothing ends meanwhile */
         rc = lane_start(s, start, hash);
+    if (serex__unlikely(rc != SEREX_OK && rc != SEREX_ENOMEM))
+        /* relaxed: a statistic, on the refusing path only */
+        atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
     return rc;
 }
 
@@ -603,6 +611,9 @@ static int striped_face_execute(serex_executor *ex, serex_fn fn, void *arg)
     }
     if (rc != SEREX_OK)
         serex__cache_free(SEREX__CLASS_32, k);
+    if (serex__unlikely(rc != SEREX_OK && rc != SEREX_ENOMEM))
+        /* relaxed: a statistic, on the refusing path only */
+        atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
     return rc;
 }
 
@@ -671,6 +682,7 @@ static size_t shard_take_all(struct shard *sh, struct serex__task ***tail,
                             n;
 
             count += n;
+            sh->taken += n;
             if (left != 0) {
                 pl = &l->next;
                 continue;
@@ -938,4 +950,29 @@ void serex__striped_task_dropped(serex_fn fn, void *arg)
         life_keyless(k.s, -1); /* dropped: done, as far as anyone knows */
         keyless_unref(k.s);
     }
+}
+
+bool serex__striped_stats(serex_executor *ex, serex_stats *out)
+{
+    struct serex_striped *s;
+    uint64_t taken = 0;
+
+    if (ex->ops != &striped_ops)
+        return false;
+    s = serex__container_of(ex, struct serex_striped, face);
+    for (unsigned i = 0; i < SHARDS; i++) {
+        struct shard *sh = &s->shards[i];
+
+        serex__spin_lock(&sh->lock);
+        out->submitted += sh->submitted;
+        out->completed += sh->completed;
+        taken += sh->taken;
+        /* relaxed: written under the lock we hold */
+        out->lanes += atomic_load_explicit(&sh->count, memory_order_relaxed);
+        serex__spin_unlock(&sh->lock);
+    }
+    out->queued = out->submitted - out->completed - taken;
+    /* relaxed: a statistic */
+    out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
+    return true;
 }

@@ -155,6 +155,40 @@ SEREX_API int serex_await_termination(serex_executor *ex, int64_t timeout_ns);
  */
 SEREX_API int serex_destroy(serex_executor *ex);
 
+/*
+ * Counters an executor keeps about itself. Fields that do not apply to an
+ * executor are 0. They are read without stopping anyone, so while other
+ * threads submit or run tasks they are approximate (each is a value it had
+ * recently; together they need not add up); once the executor is idle they
+ * are exact.
+ */
+typedef struct serex_stats {
+    uint64_t submitted; /* tasks accepted since creation (scheduler: timers
+                           scheduled) */
+    uint64_t completed; /* of those, run to the end (scheduler: timers
+                           done: ran, cancelled, handed back or refused) */
+    uint64_t rejected;  /* execute calls refused (shut down, full); the
+                           scheduler: due runs its targets refused */
+    uint64_t queued;    /* accepted, not finished yet (waiting, or running
+                           for serial and striped) */
+    uint64_t threads;   /* pool: threads alive */
+    uint64_t lanes;     /* striped: lanes alive */
+    uint64_t pending_timers; /* scheduler: timers not done */
+} serex_stats;
+
+/*
+ * serex_executor_stats - fill *@out with @ex's counters. Cheap: no counter
+ * costs the hot paths a locked instruction (each is written by one thread,
+ * or under a lock taken anyway); this call sums per-worker or per-shard
+ * parts, taking each part's lock briefly where it has one.
+ * Returns:   SEREX_OK; SEREX_EINVAL if ex or out is NULL, or @ex is not one
+ *            of serex's executors (a user-written executor has no stats).
+ *            For a striped, pass serex_striped_executor(st); for a
+ *            scheduler, serex_scheduler_executor(s).
+ * Threads:   any thread, at any time before destroy.
+ */
+SEREX_API int serex_executor_stats(serex_executor *ex, serex_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
