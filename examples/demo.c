@@ -1,254 +1,150 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * demo.c - serex in a few pages: a pool, tasks, futures, an event, a
- * serial, a striped executor, a gate and a channel.
+ * demo.c - a small shop on serex, every layer on one 4-thread pool.
  *
- * Sums the squares of 1..N in parallel: each chunk is a future on the pool;
- * then a plain task signals an event when it is done. Then lock-free bank
- * deposits on the same pool: in order on a serial, and per account on a
- * striped. Then tasks parked at a gate until the setup they need is done,
- * and a producer and a consumer passing numbers through a small channel
- * without ever blocking a thread. Every status is checked; any failure
- * exits non-zero.
+ * Orders for 8 accounts arrive interleaved; a striped executor keyed by
+ * account handles each account's orders one at a time, in order, accounts
+ * in parallel. A checkout future queued after an account's orders sees
+ * them all and starts the payment. The gateway declines some attempts;
+ * each retry is scheduled onto the pool after a doubling backoff, no thread
+ * sleeping. Receipts go through a channel of 2 to a ledger with
+ * continuations, never blocking a thread; the ledger signals an event when
+ * the closed channel is drained. Any failure exits non-zero.
  */
 #include <serex/serex.h>
 
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHUNKS 8
-#define PER_CHUNK 1000000u
-#define ACCOUNTS 4
-#define DEPOSITS 100 /* per account: amounts 1..100, 5050 in all */
-#define PARKED 8     /* tasks waiting at the gate */
-#define ITEMS 100    /* numbers through the channel: 1..100, 5050 in all */
-#define SECONDS(s) ((s) * INT64_C(1000000000))
+#define ACCOUNTS 8
+#define ORDERS 100 /* per account: amounts 1..100, 5050 in all */
+#define MS(n) ((n) * INT64_C(1000000))
 
-struct chunk {
-    uint64_t first, last, sum;
+struct account {        /* plain fields: one task at a time touches them */
+    unsigned next;      /* the seq its next order must carry */
+    uint64_t total;
+    bool disorder;      /* an order ran out of turn */
+    unsigned attempts;  /* payment attempts: the first (index % 3) fail */
 };
+struct order { struct account *acct; unsigned seq; };
 
-static void *sum_squares(void *arg)
-{
-    struct chunk *c = arg;
+static serex_executor *pool;
+static serex_scheduler *sched;
+static serex_channel *receipts;
+static serex_event *ledger_done;
+static struct account accts[ACCOUNTS];
+static struct order orders[ORDERS][ACCOUNTS];
+static atomic_uint unpaid = ACCOUNTS;
+static unsigned ledger_n; /* the ledger's: one receive in flight at a time */
+static uint64_t revenue;
 
-    for (uint64_t i = c->first; i <= c->last; i++)
-        c->sum += i * i;
-    return c;
-}
-
-/* Plain fields: the serial (or the account's stripe) orders every access. */
-struct account {
-    uint64_t balance;
-    unsigned next;  /* the seq the next deposit must carry */
-    bool disorder;  /* a deposit ran out of turn */
-};
-struct deposit {
-    struct account *acct;
-    unsigned seq;   /* 0, 1, 2, ... per account; the amount is seq + 1 */
-};
-
-static void *deposit(void *arg) /* a future's task */
-{
-    struct deposit *d = arg;
-
-    d->acct->disorder |= d->seq != d->acct->next++;
-    d->acct->balance += d->seq + 1;
-    return arg;
-}
-
-static void deposit_task(void *arg) /* the same, as a plain task */
-{
-    deposit(arg);
-}
-
-static void say_done(void *arg)
-{
-    serex_event_signal(arg);
-}
-
-static int check(int status, const char *what)
+static void check(int status, const char *what)
 {
     if (status != SEREX_OK) {
         fprintf(stderr, "demo: %s: %s\n", what, serex_strerror(status));
         exit(1);
     }
-    return status;
 }
 
-/* Deposits as futures on a serial: on the pool, yet one at a time, in order. */
-static bool bank_serial(serex_executor *pool)
+static void place_order(void *arg) /* on the account's stripe */
 {
-    struct account acct = {0};
-    struct deposit deps[DEPOSITS];
-    serex_future *futures[DEPOSITS];
-    serex_executor *serial;
+    struct order *o = arg;
 
-    check(serex_serial_create(pool, NULL, &serial), "serial_create");
-    for (unsigned i = 0; i < DEPOSITS; i++) {
-        deps[i] = (struct deposit){&acct, i};
-        check(serex_submit(serial, deposit, &deps[i], &futures[i]), "submit");
-    }
-    for (unsigned i = 0; i < DEPOSITS; i++) {
-        check(serex_future_wait(futures[i], SEREX_FOREVER), "future_wait");
-        serex_future_release(futures[i]);
-    }
-    check(serex_destroy(serial), "destroy serial");
-    printf("demo: %u deposits on a serial: %s, balance %llu\n", DEPOSITS,
-           acct.disorder ? "WRONG" : "in order",
-           (unsigned long long)acct.balance);
-    return !acct.disorder && acct.balance == 5050;
+    o->acct->disorder |= o->seq != o->acct->next++;
+    o->acct->total += o->seq + 1;
 }
 
-/* Interleaved deposits to several accounts, on a striped keyed by account. */
-static bool bank_striped(serex_executor *pool)
+static void receipt_sent(void *arg) /* the send's continuation */
 {
-    struct account accts[ACCOUNTS] = {{0}};
-    struct deposit deps[DEPOSITS * ACCOUNTS];
-    serex_striped *striped;
-    bool ok = true;
-
-    check(serex_striped_create(pool, NULL, &striped), "striped_create");
-    for (unsigned i = 0; i < DEPOSITS * ACCOUNTS; i++) {
-        deps[i] = (struct deposit){&accts[i % ACCOUNTS], i / ACCOUNTS};
-        check(serex_striped_execute(striped, i % ACCOUNTS, deposit_task,
-                                    &deps[i]), "striped_execute");
-    }
-    /* Destroying the striped waits for its deposits. */
-    check(serex_destroy(serex_striped_executor(striped)), "destroy striped");
-    for (unsigned a = 0; a < ACCOUNTS; a++)
-        ok &= !accts[a].disorder && accts[a].balance == 5050;
-    printf("demo: %u accounts x %u deposits on a striped: %s\n", ACCOUNTS,
-           DEPOSITS, ok ? "each in order" : "WRONG");
-    return ok;
+    (void)arg;
+    if (atomic_fetch_sub_explicit(&unpaid, 1, memory_order_acq_rel) == 1)
+        serex_channel_close(receipts); /* the last receipt is in */
 }
 
-/* Tasks parked at a gate until main has set up what they need. */
-struct setup {
-    int config;           /* plain: written before the gate opens */
-    atomic_uint ok, left; /* tasks that saw it; tasks yet to run */
-    serex_event *done;
-};
-
-static void use_config(void *arg)
+static void pay(void *arg) /* one attempt at a time: each schedules the next */
 {
-    struct setup *s = arg;
+    struct account *a = arg;
 
-    /* Relaxed: the acq_rel countdown, then the signal, publish it. */
-    atomic_fetch_add_explicit(&s->ok, s->config == 42, memory_order_relaxed);
-    if (atomic_fetch_sub_explicit(&s->left, 1, memory_order_acq_rel) == 1)
-        serex_event_signal(s->done);
+    if (++a->attempts <= (unsigned)(a - accts) % 3) /* declined: back off */
+        check(serex_schedule(sched, pool, MS(1) << (a->attempts - 1), pay, a,
+                             NULL), "schedule");
+    else
+        check(serex_channel_send(receipts, a, pool, receipt_sent, NULL),
+              "channel_send");
 }
 
-static bool gate_parking(serex_executor *pool, serex_event *done)
+static void *checkout(void *arg) /* a future's task, after the orders */
 {
-    struct setup s = {.done = done};
-    serex_gate *gate;
+    struct account *a = arg;
+    uintptr_t total = a->total;
 
-    atomic_init(&s.ok, 0);
-    atomic_init(&s.left, PARKED);
-    check(serex_gate_create(false, &gate), "gate_create");
-    for (unsigned i = 0; i < PARKED; i++) /* closed: each one parks */
-        check(serex_gate_execute(gate, pool, use_config, &s), "gate_execute");
-    s.config = 42;         /* set up; no parked task has run yet */
-    serex_gate_open(gate); /* now they go to the pool, in order */
-    check(serex_event_wait(done, SECONDS(10)), "event_wait");
-    serex_gate_destroy(gate, NULL, NULL); /* none left parked */
-    unsigned ok = atomic_load_explicit(&s.ok, memory_order_relaxed);
-    printf("demo: %u tasks parked at a gate until set-up: %u saw it\n",
-           PARKED, ok);
-    return ok == PARKED;
+    check(serex_execute(pool, pay, a), "execute");
+    return (void *)total;
 }
 
-/* A producer and a consumer, each one continuation at a time on the pool,
- * so neither needs a lock; no thread ever waits on the channel. */
-struct relay {
-    serex_executor *pool;
-    serex_channel *ch;
-    uintptr_t next;     /* producer: the number to send next */
-    uintptr_t got, sum; /* consumer */
-    bool disorder;      /* consumer: a number came out of turn */
-    serex_event *done;
-};
-
-static void relay_send(void *arg) /* also the send's continuation */
+static void ledger(void *item, void *arg) /* the receive's continuation */
 {
-    struct relay *r = arg;
-
-    if (r->next > ITEMS) /* all in: the consumer drains it, then NULL */
-        serex_channel_close(r->ch);
-    else /* items are never NULL: NULL means closed */
-        check(serex_channel_send(r->ch, (void *)r->next++, r->pool,
-                                 relay_send, r), "channel_send");
-}
-
-static void relay_recv(void *item, void *arg)
-{
-    struct relay *r = arg;
-
-    if (item == NULL) { /* closed and empty */
-        serex_event_signal(r->done);
+    (void)arg;
+    if (item == NULL) { /* closed and drained */
+        serex_event_signal(ledger_done);
         return;
     }
-    r->disorder |= (uintptr_t)item != ++r->got;
-    r->sum += (uintptr_t)item;
-    check(serex_channel_recv(r->ch, r->pool, relay_recv, r), "channel_recv");
-}
-
-static bool channel_relay(serex_executor *pool, serex_event *done)
-{
-    struct relay r = {.pool = pool, .next = 1, .done = done};
-
-    check(serex_channel_create(4, &r.ch), "channel_create");
-    check(serex_channel_recv(r.ch, pool, relay_recv, &r), "channel_recv");
-    check(serex_execute(pool, relay_send, &r), "execute");
-    check(serex_event_wait(done, SECONDS(10)), "event_wait");
-    serex_channel_destroy(r.ch);
-    printf("demo: %u numbers through a channel of 4: %s, sum %llu\n", ITEMS,
-           r.disorder ? "WRONG order" : "in order", (unsigned long long)r.sum);
-    return !r.disorder && r.got == ITEMS && r.sum == 5050;
+    ledger_n++;
+    revenue += ((struct account *)item)->total;
+    check(serex_channel_recv(receipts, pool, ledger, NULL), "channel_recv");
 }
 
 int main(void)
 {
     serex_pool_config cfg = {.threads = 4, .name = "demo"};
-    serex_executor *pool;
-    serex_future *futures[CHUNKS];
-    struct chunk chunks[CHUNKS];
-    serex_event *done;
-    uint64_t total = 0, expect = 0, n = (uint64_t)CHUNKS * PER_CHUNK;
+    serex_striped *striped;
+    serex_future *checkouts[ACCOUNTS];
+    unsigned in_order = 0, paid = 0, retries = 0;
 
     check(serex_pool_create(&cfg, &pool), "pool_create");
-    check(serex_event_create(&done), "event_create");
-    for (unsigned i = 0; i < CHUNKS; i++) {
-        chunks[i] = (struct chunk){i * PER_CHUNK + 1, (i + 1) * PER_CHUNK, 0};
-        check(serex_submit(pool, sum_squares, &chunks[i], &futures[i]),
-              "submit");
+    check(serex_striped_create(pool, NULL, &striped), "striped_create");
+    check(serex_scheduler_create(NULL, &sched), "scheduler_create");
+    check(serex_channel_create(2, &receipts), "channel_create");
+    check(serex_event_create(&ledger_done), "event_create");
+    check(serex_channel_recv(receipts, pool, ledger, NULL), "channel_recv");
+    for (unsigned i = 0; i < ORDERS; i++) /* interleaved arrivals */
+        for (unsigned a = 0; a < ACCOUNTS; a++) {
+            orders[i][a] = (struct order){&accts[a], i};
+            check(serex_striped_execute(striped, a, place_order,
+                                        &orders[i][a]), "striped_execute");
+        }
+    for (unsigned a = 0; a < ACCOUNTS; a++)
+        check(serex_striped_submit(striped, a, checkout, &accts[a],
+                                   &checkouts[a]), "striped_submit");
+    for (unsigned a = 0; a < ACCOUNTS; a++) { /* then the orders are ours */
+        check(serex_future_wait(checkouts[a], SEREX_FOREVER), "future_wait");
+        in_order += !accts[a].disorder
+                    && (uintptr_t)serex_future_value(checkouts[a]) == 5050;
+        serex_future_release(checkouts[a]);
     }
-    for (unsigned i = 0; i < CHUNKS; i++) {
-        check(serex_future_wait(futures[i], SEREX_FOREVER), "future_wait");
-        total += ((struct chunk *)serex_future_value(futures[i]))->sum;
-        serex_future_release(futures[i]);
+    check(serex_event_wait(ledger_done, MS(30000)), "wait for the ledger");
+    /* Feeders before the pool; then every task's writes are ours. */
+    check(serex_destroy(serex_scheduler_executor(sched)), "destroy scheduler");
+    check(serex_destroy(serex_striped_executor(striped)), "destroy striped");
+    check(serex_destroy(pool), "destroy pool");
+    serex_channel_destroy(receipts);
+    serex_event_destroy(ledger_done);
+    for (unsigned a = 0; a < ACCOUNTS; a++) { /* a % 3 declines each */
+        retries += accts[a].attempts - 1;
+        paid += accts[a].attempts == a % 3 + 1;
     }
-    check(serex_execute(pool, say_done, done), "execute");
-    check(serex_event_wait(done, SECONDS(10)), "event_wait");
-    for (uint64_t i = 1; i <= n; i++) /* the same sum, on one thread */
-        expect += i * i;
-    if (total != expect) {
-        fprintf(stderr, "demo: wrong sum %llu\n", (unsigned long long)total);
+    printf("demo: %u accounts x %u orders, striped by account on a 4-thread "
+           "pool: %u in order\ndemo: %u declined payments retried with "
+           "backoff by the scheduler: %u paid\ndemo: %u receipts through a "
+           "channel to the ledger: revenue %llu\n", ACCOUNTS, ORDERS,
+           in_order, retries, paid, ledger_n, (unsigned long long)revenue);
+    if (in_order != ACCOUNTS || paid != ACCOUNTS || ledger_n != ACCOUNTS
+        || revenue != ACCOUNTS * UINT64_C(5050)) {
+        fprintf(stderr, "demo: wrong order or count\n");
         return 1;
     }
-    printf("demo: %u futures on a 4-thread pool summed the squares of 1..%llu"
-           " = %llu\n", CHUNKS, (unsigned long long)n,
-           (unsigned long long)total);
-    if (!bank_serial(pool) || !bank_striped(pool) || !gate_parking(pool, done)
-        || !channel_relay(pool, done))
-        return 1;
-    check(serex_destroy(pool), "destroy");
-    serex_event_destroy(done);
     printf("demo: ok\n");
     return 0;
 }
