@@ -138,8 +138,8 @@ static void loop_run(struct loop *l)
     bool over = false;
 
     while (!over)
-        if (loop_pop(l, &t, &over))
-            t.fn(t.arg);
+        if (loop_pop(l, &t, &over)) /* as a task of ours: EDEADLK works */
+            serex_run_task(&l->base, t.fn, t.arg);
         else if (!over)
             check(serex_event_wait(l->wake, SEREX_FOREVER), "event_wait");
     serex_event_signal(l->finished);

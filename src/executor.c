@@ -114,6 +114,17 @@ size_t serex_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
     return ex->ops->shutdown_now(ex, pending_filter, &pc);
 }
 
+void serex_run_task(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct serex__frame frame;
+
+    if (ex == NULL || fn == NULL)
+        return;
+    serex__frame_push(&frame, ex);
+    fn(arg);
+    serex__frame_pop(&frame);
+}
+
 int serex_await_termination(serex_executor *ex, int64_t timeout_ns)
 {
     if (!executor_valid(ex) || !serex__timeout_valid(timeout_ns))

@@ -87,7 +87,8 @@ static bool user_run_one(struct user_exec *u)
     if (u->head == u->tail)
         return false;
     u->head++;
-    u->fns[(u->head - 1) % USER_CAP](u->args[(u->head - 1) % USER_CAP]);
+    serex_run_task(&u->base, u->fns[(u->head - 1) % USER_CAP],
+                   u->args[(u->head - 1) % USER_CAP]);
     return true;
 }
 
@@ -187,6 +188,40 @@ static void executor_user_executor_runs_through_the_vtable(void **state)
     memset(task_value, 0, sizeof task_value);
 }
 
+/* A task of the user executor awaiting a serial that runs on it (or the
+ * user executor itself) is told SEREX_EDEADLK, through serex_run_task. */
+static void executor_run_task_makes_edeadlk_work_for_user_executors(
+    void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *serial;
+    struct test_self_wait on_serial = {0}, on_user = {0};
+
+    assert_int_equal(serex_serial_create(&f->user.base, NULL, &serial),
+                     SEREX_OK);
+    on_serial.ex = serial;
+    on_user.ex = &f->user.base;
+    assert_int_equal(serex_event_create(&on_serial.done), SEREX_OK);
+    assert_int_equal(serex_event_create(&on_user.done), SEREX_OK);
+    assert_int_equal(serex_execute(&f->user.base, test_self_wait_task,
+                                   &on_serial), SEREX_OK);
+    assert_int_equal(serex_execute(&f->user.base, test_self_wait_task,
+                                   &on_user), SEREX_OK);
+    while (user_run_one(&f->user))
+        ;
+    assert_signalled(on_serial.done);
+    assert_signalled(on_user.done);
+    test_assert_all_edeadlk(&on_serial);
+    test_assert_all_edeadlk(&on_user);
+    /* and outside a task, the same calls wait as usual */
+    assert_int_equal(serex_await_termination(serial, 0), SEREX_ETIMEDOUT);
+    assert_int_equal(serex_destroy(serial), SEREX_OK);
+    serex_run_task(NULL, record, NULL); /* bad input: nothing happens */
+    serex_run_task(&f->user.base, NULL, NULL);
+    serex_event_destroy(on_serial.done);
+    serex_event_destroy(on_user.done);
+}
+
 static void *answer(void *arg)
 {
     (void)arg;
@@ -249,6 +284,7 @@ int main(void)
         T(executor_generic_calls_check_arguments),
         T(executor_user_executor_runs_through_the_vtable),
         T(executor_futures_work_on_a_user_executor),
+        T(executor_run_task_makes_edeadlk_work_for_user_executors),
         T(executor_shutdown_now_cancels_futures_of_a_user_executor),
         T(executor_shutdown_now_accepts_a_null_callback),
 #undef T

@@ -85,7 +85,14 @@ typedef struct serex_executor serex_executor;
  *  - destroy: called once, by serex_destroy, after shutdown. Wait for the
  *    accepted tasks that can still run (as await_termination does), drop
  *    the ones that never can (a manual executor's queue, a wrapper's tasks
- *    whose target is gone), then free everything.
+ *    whose target is gone), then free everything. To drop tasks, call
+ *    serex_shutdown_now(ex, NULL, NULL) rather than forgetting them: a task
+ *    may be a future's, or a serial's drain, and that call completes the
+ *    future as cancelled and gives the drain's hold back.
+ *  - running a task: call serex_run_task(ex, fn, arg) rather than fn(arg),
+ *    so that await_termination and destroy called from the task, on this
+ *    executor or on a serial or striped over it, say SEREX_EDEADLK instead
+ *    of waiting for the very task that waits (promise 7).
  */
 typedef struct serex_executor_ops {
     int (*execute)(serex_executor *ex, serex_fn fn, void *arg);
@@ -143,6 +150,17 @@ SEREX_API size_t serex_shutdown_now(serex_executor *ex,
  * Threads:   any thread.
  */
 SEREX_API int serex_await_termination(serex_executor *ex, int64_t timeout_ns);
+
+/*
+ * serex_run_task - for the authors of executors: run fn(arg) as a task of
+ * @ex on the calling thread (see the vtable's contract above). While it
+ * runs, await_termination and destroy of @ex, or of a serial or striped
+ * running on @ex, called from this thread say SEREX_EDEADLK.
+ * @ex or @fn NULL: nothing happens.
+ * Threads:   the thread that runs the task; it may nest (a task of one
+ *            executor running a task of another).
+ */
+SEREX_API void serex_run_task(serex_executor *ex, serex_fn fn, void *arg);
 
 /*
  * serex_destroy - shutdown, wait for accepted tasks, then free @ex.
