@@ -180,3 +180,15 @@ void serex__cache_trim(void)
         }
     }
 }
+
+void serex__cache_fork_lock(void)
+{
+    for (int c = 0; c < SEREX__NCLASSES; c++)
+        depot_lock(&depots[c]);
+}
+
+void serex__cache_fork_unlock(void)
+{
+    for (int c = SEREX__NCLASSES - 1; c >= 0; c--)
+        depot_unlock(&depots[c]);
+}

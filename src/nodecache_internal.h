@@ -36,4 +36,8 @@ void serex__cache_free(enum serex__cache_class cls, void *block);
 /* Frees the depot and the calling thread's list (tests: leak checks). */
 void serex__cache_trim(void);
 
+/* fork(): hold every depot across it (see serex__fork_register). */
+void serex__cache_fork_lock(void);
+void serex__cache_fork_unlock(void);
+
 #endif /* SEREX_NODECACHE_INTERNAL_H */

@@ -103,3 +103,16 @@ void serex__park_wake_all(const volatile void *word)
     serex__cond_broadcast(&b->cv);
     serex__mutex_unlock(&b->mu);
 }
+
+void serex__park_fork_lock(void)
+{
+    serex__call_once(&buckets_once, buckets_init);
+    for (int i = 0; i < NBUCKETS; i++)
+        serex__mutex_lock(&buckets[i].mu);
+}
+
+void serex__park_fork_unlock(void)
+{
+    for (int i = NBUCKETS - 1; i >= 0; i--)
+        serex__mutex_unlock(&buckets[i].mu);
+}

@@ -37,4 +37,8 @@ int serex__park_wait64(_Atomic uint64_t *word, uint64_t expected,
  */
 void serex__park_wake_all(const volatile void *word);
 
+/* fork(): hold every bucket across it (see serex__fork_register). */
+void serex__park_fork_lock(void);
+void serex__park_fork_unlock(void);
+
 #endif /* SEREX_PARK_INTERNAL_H */

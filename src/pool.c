@@ -182,6 +182,7 @@ struct pool {
     unsigned core, max;
     int64_t keep_alive_ns;
     size_t capacity;       /* 0: unbounded */
+    uint32_t gen;          /* fork generation it was made in */
     bool batching;         /* fixed and unbounded: workers take batches */
     char name[NAME_MAX_LEN + 1];
     struct slot *slots;    /* max of them */
@@ -770,6 +771,8 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
     struct pool *p = pool_of(ex);
     int rc = SEREX_EREJECTED;
 
+    if (serex__unlikely(serex__forked_since(p->gen)))
+        return SEREX_EREJECTED; /* a child: our threads are not here */
     serex__spin_lock(&p->put_lock);
     /* relaxed: put_lock orders the flag against the pushes (see essay) */
     if (serex__likely(!(atomic_load_explicit(&p->state, memory_order_relaxed) &
@@ -794,6 +797,8 @@ static void pool_shutdown(serex_executor *ex)
 {
     struct pool *p = pool_of(ex);
 
+    if (serex__forked_since(p->gen))
+        return; /* a child: nothing of ours runs here */
     /* release: nothing to publish but the flag; parked workers read it
      * under mu, which we take next */
     atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN, memory_order_release);
@@ -873,6 +878,9 @@ static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
     uint64_t h, t;
     size_t n = 0;
 
+    if (serex__forked_since(p->gen))
+        return 0; /* a child: locks may be held by threads not here */
+
     /* seq_cst: put_lock orders the flags against every execute (see the
      * essay); seq_cst against the stealers count (see pool_steal). Only
      * the call that sets STOP takes anything: the rest find nothing. */
@@ -916,6 +924,8 @@ static int pool_await(serex_executor *ex, int64_t timeout_ns)
     int64_t deadline = serex__deadline(timeout_ns);
     int rc = SEREX_OK;
 
+    if (serex__forked_since(p->gen))
+        return SEREX_OK; /* a child: nothing of ours will ever run here */
     serex__mutex_lock(&p->mu);
     while (!p->terminated) {
         if (timeout_ns == 0 || serex__now_ns() >= deadline) {
@@ -952,6 +962,15 @@ static void pool_destroy(serex_executor *ex)
 {
     struct pool *p = pool_of(ex);
 
+    if (serex__forked_since(p->gen)) {
+        /* A child: no thread to join, and a lock may be held by a thread
+         * that is not here. Give back the memory only; what was queued is
+         * dropped with it. */
+        serex__free(p->ring);
+        serex__free(p->slots);
+        serex__free(p);
+        return;
+    }
     pool_await(ex, SEREX_FOREVER); /* serex_destroy shut it down */
     pool_free(p);
 }
@@ -1037,6 +1056,7 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
     if (p == NULL)
         return SEREX_ENOMEM;
     memset(p, 0, sizeof *p);
+    p->gen = serex__fork_register();
     rc = pool_config(cfg, p);
     if (rc != SEREX_OK) {
         serex__free(p);

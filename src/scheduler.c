@@ -182,6 +182,7 @@ struct serex_scheduler {
     size_t max_timers;
     serex_pending_fn on_rejected;
     void *on_rejected_ctx;
+    uint32_t gen;             /* fork generation it was made in */
     struct shard *shards;
     serex__thread thread;
     serex__mutex advance_lock; /* manual mode: one advance at a time */
@@ -472,6 +473,8 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
     if (s == NULL || fn == NULL || delay_ns < 0 ||
         (target != NULL && target->ops == NULL))
         return SEREX_EINVAL;
+    if (serex__unlikely(serex__forked_since(s->gen)))
+        return SEREX_EREJECTED; /* a child: see serex__fork_register */
     key = sat_add(sched_now(s), delay_ns);
     sh = my_shard(s);
     serex__spin_lock(&sh->lock);
@@ -893,6 +896,8 @@ int serex_scheduler_advance(serex_scheduler *s, int64_t delta_ns)
 
     if (s == NULL || delta_ns < 0 || !s->manual)
         return SEREX_EINVAL;
+    if (serex__forked_since(s->gen))
+        return SEREX_EREJECTED;
     serex__mutex_lock(&s->advance_lock);
     now = atomic_load_explicit(&s->manual_now, memory_order_relaxed);
     target = sat_add(now, delta_ns);
@@ -995,7 +1000,7 @@ static void face_shutdown(serex_executor *ex)
 {
     struct serex_scheduler *s = sched_of_face(ex);
 
-    if (!set_shut(s))
+    if (serex__forked_since(s->gen) || !set_shut(s))
         return;
     for (unsigned i = 0; i < s->nshards; i++)
         shard_sweep(&s->shards[i], false);
@@ -1010,6 +1015,8 @@ static size_t face_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
     struct serex__wtimer *taken = NULL, *next;
     size_t n = 0;
 
+    if (serex__forked_since(s->gen))
+        return 0; /* a child: locks may be held by threads not here */
     set_shut(s);
     for (unsigned i = 0; i < s->nshards; i++)
         taken = serex__wtimer_merge(taken, shard_sweep(&s->shards[i], true));
@@ -1049,6 +1056,8 @@ static int face_await(serex_executor *ex, int64_t timeout_ns)
         sched_quiet, sched_submitting, s,
     };
 
+    if (serex__forked_since(s->gen))
+        return SEREX_OK; /* a child: nothing of ours will ever run here */
     return serex__await(&a, timeout_ns);
 }
 
@@ -1078,6 +1087,11 @@ static void face_destroy(serex_executor *ex)
     struct serex_scheduler *s = sched_of_face(ex);
     uint64_t old;
 
+    if (serex__forked_since(s->gen)) { /* a child: memory only */
+        s->manual = false; /* its mutex may be held: leave it be */
+        free_scheduler(s);
+        return;
+    }
     if (s->has_thread) {
         ring(s);
         serex__thread_join(s->thread);
@@ -1169,6 +1183,7 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
         return SEREX_ENOMEM;
     memset(s, 0, sizeof *s);
     s->face.ops = &face_ops;
+    s->gen = serex__fork_register();
     s->clock = c.clock;
     s->clock_ctx = c.clock_ctx;
     s->manual = c.manual;

@@ -9,12 +9,15 @@
 #include <sched.h>  /* sched_yield */
 #include <string.h> /* strncpy */
 #include <time.h>   /* clock_gettime, timespec_get */
+#include <pthread.h> /* pthread_atfork */
 #include <unistd.h> /* sysconf */
 #if defined(__linux__)
 #  include <sys/prctl.h> /* PR_SET_NAME */
 #endif
 
 #include "common_internal.h"
+#include "nodecache_internal.h"
+#include "park_internal.h"
 
 int64_t serex__now_ns(void)
 {
@@ -66,6 +69,43 @@ void serex__thread_precise_timers(void)
      * deadline. 1 ns is the smallest the kernel accepts. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 #endif
+}
+
+/* --- fork --- */
+
+_Atomic uint32_t serex__fork_gen;
+static serex__once fork_once = SEREX__ONCE_INIT;
+
+static void fork_prepare(void)
+{
+    serex__cache_fork_lock();
+    serex__park_fork_lock();
+}
+
+static void fork_parent(void)
+{
+    serex__park_fork_unlock();
+    serex__cache_fork_unlock();
+}
+
+static void fork_child(void)
+{
+    fork_parent();
+    /* relaxed: the child's only thread, before it runs anything else */
+    atomic_fetch_add_explicit(&serex__fork_gen, 1, memory_order_relaxed);
+}
+
+static void fork_init(void)
+{
+    /* If registration fails the child may find a lock held: nothing we
+     * can report from here; it fails only when out of memory. */
+    (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+uint32_t serex__fork_register(void)
+{
+    serex__call_once(&fork_once, fork_init);
+    return atomic_load_explicit(&serex__fork_gen, memory_order_relaxed);
 }
 
 #ifdef SEREX__USE_PTHREAD

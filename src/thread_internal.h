@@ -16,6 +16,8 @@
 #ifndef SEREX_THREAD_INTERNAL_H
 #define SEREX_THREAD_INTERNAL_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h> /* int64_t */
 
 #if defined(__SANITIZE_THREAD__)
@@ -57,6 +59,26 @@ void serex__thread_set_name(const char *name);
 /* The calling thread's timed waits end as close to their deadline as the
  * OS allows (Linux: timer slack 1 ns instead of 50 us). */
 void serex__thread_precise_timers(void);
+
+/*
+ * fork(): the child has one thread, so executors that own threads (pools,
+ * schedulers) made before the fork are dead in it. Each records the fork
+ * generation when made (serex__fork_register, which also arms the
+ * handlers); in a child the generation has moved on, and they refuse work
+ * instead of waiting for threads that do not exist. The handlers hold
+ * serex's process-wide locks (node cache depots, parking lot) across the
+ * fork, so the child finds them free and can make new executors.
+ */
+extern _Atomic uint32_t serex__fork_gen;
+uint32_t serex__fork_register(void);
+
+/* True in a child forked after @gen was read. */
+static inline bool serex__forked_since(uint32_t gen)
+{
+    /* relaxed: changed only in a child, by its one thread, before any of
+     * its own code runs */
+    return atomic_load_explicit(&serex__fork_gen, memory_order_relaxed) != gen;
+}
 
 int serex__mutex_init(serex__mutex *m);
 void serex__mutex_destroy(serex__mutex *m);

@@ -30,7 +30,11 @@ typedef struct serex_pool_config {
  * max_threads > threads, a submission that finds every worker busy starts an
  * extra thread (up to max_threads); extra threads exit after keep_alive_ns
  * idle. With queue_capacity > 0, execute says SEREX_EFULL while that many
- * tasks wait to start. Idle workers spin for a few microseconds, then park.
+ * tasks wait to start. When the queue empties, one idle worker polls it
+ * for up to 50 us (pausing, then yielding) and the others park at once.
+ * fork(): in a child process, a pool made before the fork refuses tasks
+ * (SEREX_EREJECTED; its threads are not in the child), reports termination
+ * at once, and serex_destroy only frees its memory. New pools work.
  * @cfg and cfg->name are copied. *@out is set on success, NULL on failure.
  * Returns:   SEREX_OK; SEREX_EINVAL if out is NULL, max_threads is non-zero
  *            and below threads, or keep_alive_ns is negative; SEREX_ENOMEM

@@ -54,6 +54,10 @@ typedef struct serex_timer serex_timer;
  *            a power of two or too big); SEREX_ENOMEM.
  * Ownership: the caller owns the scheduler; end it with
  *            serex_destroy(serex_scheduler_executor(s)).
+ * fork():    in a child, a scheduler made before the fork refuses new
+ *            timers (SEREX_EREJECTED) and advance, and serex_destroy only
+ *            frees its memory; do not cancel or release its handles there.
+ *            New schedulers work.
  */
 SEREX_API int serex_scheduler_create(const serex_scheduler_config *cfg,
                                      serex_scheduler **out);
