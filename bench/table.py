@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """table.py - set serex's RESULT lines beside the best peer's.
 
-    table.py [--impl serex] [--markdown] [--detail] [FILE ...]
+    table.py [--impl serex] [--markdown] [--detail] [--bench NAME ...]
+             [--wide] [--data DIR] [FILE ...]
 
 Reads RESULT lines (shared/bench/WORKLOADS.md) from the files, or from
 stdin when there are none or a file is "-"; other lines are ignored, so a
@@ -25,6 +26,16 @@ median of that group's runs, so repeated measurements (the peers' runner
 does --repeat 3) count once. Runs with violations > 0 are invalid: they
 are left out of the medians; an impl with only invalid runs is shown with
 "!" and never chosen as the best.
+
+Other views of the same medians (bench/plots.sh uses them for
+docs/BENCHMARKS.md and docs/img/):
+    --bench NAME  only that bench (repeatable)
+    --wide        one table per bench, every impl side by side (columns:
+                  the impl compared first, then the others by name); with
+                  --markdown the best valid value of each row is in bold
+    --data DIR    no table: write gnuplot data files DIR/<bench>.<metric>.dat
+                  (a row per case, a column per impl, NaN where an impl has
+                  no valid run) and print their paths
 """
 
 import argparse
@@ -184,6 +195,13 @@ def fmt(v, invalid=False):
     return "%.3g%s" % (v, mark)
 
 
+def fmt_wide(v, invalid=False):
+    """fmt, but 1052.1 rather than 1.05e+03 (fmt's rows stay as they are)."""
+    if v is not None and 1e3 <= abs(v) < 1e4 and v != int(v):
+        return "%.0f%s" % (v, "!" if invalid else "")
+    return fmt(v, invalid)
+
+
 def ratio(a, b, direction):
     """a / b; of magnitudes where nearer 0 is better (a drift of -50 us
     is as good as one of +50 us)."""
@@ -275,6 +293,125 @@ def build(recs, impl, detail):
     return rows, extra
 
 
+def impl_order(impls, impl):
+    """@impl first, then the others by name."""
+    return sorted(set(impls), key=lambda name: (name != impl, name))
+
+
+def bench_impls(groups, bench, impl):
+    return impl_order([name for key, by_impl in groups.items()
+                       if key[0] == bench for name in by_impl], impl)
+
+
+def benches_of(groups):
+    """The benches in first-seen order."""
+    seen = []
+    for key in groups:
+        if key[0] not in seen:
+            seen.append(key[0])
+    return seen
+
+
+def wide_tables(recs, impl, markdown):
+    """{bench: (header, rows)}: every impl's median side by side."""
+    groups = group(recs)
+    show_size = sizes_mixed(groups)
+    tables = {}
+    for bench in benches_of(groups):
+        impls = bench_impls(groups, bench, impl)
+        rows = []
+        for key, by_impl in groups.items():
+            if key[0] != bench:
+                continue
+            summaries = {name: Summary(runs) for name, runs in by_impl.items()}
+            runs = [r for v in by_impl.values() for r in v]
+            for metric, direction in metrics_of(bench, runs):
+                rows.append(wide_row(case_label(key, show_size), metric,
+                                     direction, summaries, impls, markdown))
+        tables[bench] = ([bench, "metric", "better"] + impls, rows)
+    return tables
+
+
+def wide_row(label, metric, direction, summaries, impls, markdown):
+    vals = {name: s.median(metric) for name, s in summaries.items()}
+    best = None
+    valid = [n for n, s in summaries.items()
+             if s.valid and vals[n] is not None]
+    if direction != "show" and len(valid) > 1:
+        for name, s in summaries.items():
+            v = vals[name]
+            if v is not None and s.valid and (
+                    best is None or better(direction, v, vals[best])):
+                best = name
+    cells = []
+    for name in impls:
+        s = summaries.get(name)
+        if s is None:
+            cells.append("-")
+            continue
+        text = fmt_wide(vals[name], not s.valid)
+        if markdown and best is not None and vals[name] == vals[best] \
+                and s.valid:
+            text = "**%s**" % text
+        cells.append(text)
+    return [label, metric, BETTER_TEXT[direction]] + cells
+
+
+def data_label(key, uniform_threads):
+    """A case's label in a data file: the case keys (the thread count too
+    when results of several thread counts were mixed, or when it is all
+    there is)."""
+    _, threads, case, size = key
+    names = dict(CASE_KEYS + SIZE_KEYS)
+    parts = ["%s=%s" % (names[k], v) for k, v in case if v is not None]
+    if not parts or not uniform_threads:
+        parts.insert(0, "T=%d" % threads)
+    return " ".join(parts)
+
+
+def write_data(recs, impl, outdir):
+    """gnuplot data files, one per (bench, metric); returns their paths."""
+    import os
+    groups = group(recs)
+    uniform = len({key[1] for key in groups}) == 1
+    os.makedirs(outdir, exist_ok=True)
+    paths = []
+    for bench in benches_of(groups):
+        impls = bench_impls(groups, bench, impl)
+        keys = [k for k in groups if k[0] == bench]
+        runs = [r for k in keys for v in groups[k].values() for r in v]
+        for metric, direction in metrics_of(bench, runs):
+            lines, invalid = [], set()
+            for key in keys:
+                summaries = {n: Summary(r) for n, r in groups[key].items()}
+                cells = []
+                for name in impls:
+                    s = summaries.get(name)
+                    v = s.median(metric) if s else None
+                    if s is not None and not s.valid and v is not None:
+                        invalid.add(name)
+                        v = None
+                    cells.append("NaN" if v is None else "%.10g" % v)
+                if any(c != "NaN" for c in cells):
+                    lines.append('"%s" %s' % (data_label(key, uniform),
+                                              " ".join(cells)))
+            if not lines:
+                continue
+            path = os.path.join(outdir, "%s.%s.dat" % (bench, metric))
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("# bench=%s metric=%s better=%s\n"
+                        % (bench, metric, direction))
+                f.write("# medians per (case, impl), by bench/table.py; "
+                        "NaN: no valid run\n")
+                if invalid:
+                    f.write("# only invalid runs (NaN here): %s\n"
+                            % " ".join(sorted(invalid)))
+                f.write("# columns: case %s\n" % " ".join(impls))
+                f.write("\n".join(lines) + "\n")
+            paths.append(path)
+    return paths
+
+
 def print_table(header, rows, markdown):
     if markdown:
         print("| " + " | ".join(header) + " |")
@@ -319,12 +456,27 @@ def main():
                     help="print Markdown tables")
     ap.add_argument("--detail", action="store_true",
                     help="also print every impl's median")
+    ap.add_argument("--bench", action="append", metavar="NAME",
+                    help="only this bench (repeatable)")
+    ap.add_argument("--wide", action="store_true",
+                    help="one table per bench, every impl side by side")
+    ap.add_argument("--data", metavar="DIR",
+                    help="write gnuplot data files into DIR instead of "
+                    "printing a table")
     args = ap.parse_args()
 
     recs = read_records(args.files)
+    if args.bench:
+        recs = [r for r in recs if r["bench"] in args.bench]
     if not recs:
         print("table.py: no RESULT lines", file=sys.stderr)
         return 1
+    if args.data:
+        for path in write_data(recs, args.impl, args.data):
+            print(path)
+        return 0
+    if args.wide:
+        return print_wide(recs, args.impl, args.markdown)
     rows, extra = build(recs, args.impl, args.detail)
     print_table(["bench", "case", "metric", "better", args.impl, "best peer",
                  "peer", "%s/best" % args.impl, "best/%s" % args.impl,
@@ -341,6 +493,22 @@ def main():
     for note in (invalid_note(recs), missing_targets_note(recs)):
         if note:
             print(note)
+    return 0
+
+
+def print_wide(recs, impl, markdown):
+    for i, (header, rows) in enumerate(
+            wide_tables(recs, impl, markdown).values()):
+        if i:
+            print()
+        print_table(header, rows, markdown)
+    print()
+    print("Values are medians per (bench, impl, case); - = no result. "
+          "! = only invalid runs%s." % (", bold = best valid value"
+                                         if markdown else ""))
+    note = invalid_note(recs)
+    if note:
+        print(note)
     return 0
 
 
