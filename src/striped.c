@@ -445,6 +445,7 @@ static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
         atomic_store_explicit(&l->wip, 0, memory_order_relaxed);
         shard_unlink(sh, l);
         shard_busy(sh, -1);
+        sh->submitted--; /* taken back: it was never accepted */
     } else {
         l->broken = true;
     }
