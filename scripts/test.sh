@@ -13,6 +13,8 @@
 #                 pkg-config, and the shared library's exported symbols
 #   e. clang      the plain build and tests again with clang, -Werror (clang
 #                 is installed with apt-get when missing and run as root)
+#   f. fuzz       scripts/fuzz.sh: the API fuzzer (libFuzzer, clang) for
+#                 SEREX_FUZZ_SECONDS (default 30) on the checked-in corpus
 # Each stage has its own build tree under build-test/. A failing stage is
 # reported and the next one still runs; the exit status is non-zero if any
 # stage failed.
@@ -23,6 +25,7 @@
 #   --no-tsan       skip stage c
 #   --no-consumers  skip stage d
 #   --no-clang      skip stage e
+#   --no-fuzz       skip stage f
 #   --clean         remove the build trees first (default: reuse them)
 #   --fail-fast     skip the remaining stages after a failure
 # Environment: SEREX_TEST_BUILD_ROOT (default <repo>/build-test), SEREX_JOBS
@@ -36,14 +39,16 @@ jobs=${SEREX_JOBS:-2}
 test_timeout=${SEREX_TEST_TIMEOUT:-300}
 labels='^(unit|stress|example)$'
 
-run_plain=1 run_asan=1 run_tsan=1 run_consumers=1 run_clang=1 clean=0 fail_fast=0
+run_plain=1 run_asan=1 run_tsan=1 run_consumers=1 run_clang=1 run_fuzz=1
+clean=0 fail_fast=0
 for arg in "$@"; do
     case $arg in
-    --quick) run_asan=0 run_tsan=0 run_consumers=0 run_clang=0 ;;
+    --quick) run_asan=0 run_tsan=0 run_consumers=0 run_clang=0 run_fuzz=0 ;;
     --no-asan) run_asan=0 ;;
     --no-tsan) run_tsan=0 ;;
     --no-consumers) run_consumers=0 ;;
     --no-clang) run_clang=0 ;;
+    --no-fuzz) run_fuzz=0 ;;
     --clean) clean=1 ;;
     --fail-fast) fail_fast=1 ;;
     -h | --help)
@@ -111,7 +116,7 @@ ensure_clang() {
             DEBIAN_FRONTEND=noninteractive apt-get install -y clang >/dev/null
     fi
 }
-if [ "$run_clang" = 1 ]; then
+if [ "$run_clang" = 1 ] || [ "$run_fuzz" = 1 ]; then
     ensure_clang || echo "test.sh: apt-get could not install clang" >&2
 fi
 for tool in cmake ctest; do
@@ -264,6 +269,10 @@ stage_clang() {
     run_ctest "$dir" -- -L "$labels"
 }
 
+stage_fuzz() {
+    SEREX_JOBS=$jobs "$src/scripts/fuzz.sh" "${SEREX_FUZZ_SECONDS:-30}"
+}
+
 stage_consumers() {
     SEREX_CONSUMER_WORK_DIR=$root/consumers SEREX_JOBS=$jobs \
         "$src/scripts/check_consumers.sh"
@@ -307,6 +316,7 @@ stage "b asan (address,undefined)" "$run_asan" stage_asan
 stage "c tsan (thread)" "$run_tsan" stage_tsan
 stage "d consumers" "$run_consumers" stage_consumers
 stage "e clang (Debug, -Werror)" "$run_clang" stage_clang
+stage "f fuzz (libFuzzer)" "$run_fuzz" stage_fuzz
 
 # ---- summary ---------------------------------------------------------------------
 passed=0 failed=0

@@ -668,6 +668,8 @@ static bool rearm(struct serex_scheduler *s, struct serex_timer *t,
     int64_t due = next_due(s, t, start);
     uint64_t v;
 
+    if (due <= t->w.key) /* saturated at INT64_MAX: no later run exists */
+        return false;
     serex__spin_lock(&sh->lock);
     /* relaxed: shutdown passes this lock after setting SHUT */
     if (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT) {
@@ -823,16 +825,20 @@ static void fire(struct serex_scheduler *s, int64_t now)
     }
 }
 
-static int64_t earliest(struct serex_scheduler *s)
+/* The earliest key to advance to; *@any: a timer is in some wheel (the
+ * key alone cannot say: INT64_MAX is also a due time). */
+static int64_t earliest(struct serex_scheduler *s, bool *any)
 {
     int64_t m = INT64_MAX;
 
+    *any = false;
     for (unsigned i = 0; i < s->nshards; i++) {
         struct shard *sh = &s->shards[i];
         int64_t k;
 
         serex__spin_lock(&sh->lock);
         k = serex__wheel_next(&sh->wheel);
+        *any |= sh->wheel.count > 0;
         serex__spin_unlock(&sh->lock);
         if (k < m)
             m = k;
@@ -870,17 +876,18 @@ static int timer_thread(void *arg)
     for (;;) {
         uint32_t seen;
         int64_t next;
+        bool any;
 
         fire(s, sched_now(s));
         /* acquire: pairs with ring; read before we look at the wheels */
         seen = atomic_load_explicit(&s->bell, memory_order_acquire);
-        next = earliest(s);
-        if (next == INT64_MAX &&
+        next = earliest(s, &any);
+        if (!any &&
             (atomic_load_explicit(&s->flags, memory_order_acquire) & SHUT))
             break; /* shut down, and nothing left to fire */
         /* seq_cst: see the essay (the second look below) */
         atomic_store_explicit(&s->wake_at, next, memory_order_seq_cst);
-        if (earliest(s) >= next)
+        if (earliest(s, &any) >= next)
             sleep_until(s, seen, next);
         atomic_store_explicit(&s->wake_at, INT64_MIN, memory_order_seq_cst);
     }
@@ -893,6 +900,7 @@ static int timer_thread(void *arg)
 int serex_scheduler_advance(serex_scheduler *s, int64_t delta_ns)
 {
     int64_t target, now, next;
+    bool any;
 
     if (s == NULL || delta_ns < 0 || !s->manual)
         return SEREX_EINVAL;
@@ -903,7 +911,7 @@ int serex_scheduler_advance(serex_scheduler *s, int64_t delta_ns)
     target = sat_add(now, delta_ns);
     /* one due time at a time, the clock set to it: what a run schedules
      * for before @target fires in this advance too */
-    while ((next = earliest(s)) <= target) {
+    while ((next = earliest(s, &any)) <= target && any) {
         if (next > now) {
             now = next;
             /* release: pairs with sched_now's acquire */

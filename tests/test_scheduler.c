@@ -359,6 +359,30 @@ static void manual_delays_saturate_never_wrap(void **state)
     assert_int_equal(serex_scheduler_pending(s), 1);
 }
 
+/* Found by the fuzzer: advance once the clock saturates at INT64_MAX
+ * looped for ever (INT64_MAX was both "no timer" and a due time); and a
+ * periodic timer whose next run saturates ends instead of re-firing. */
+static void manual_advance_at_the_end_of_time_returns(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+
+    assert_int_equal(serex_scheduler_advance(s, INT64_MAX - 20), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_rate(s, NULL, 10, 5, log_task,
+                                               f->ids, NULL), SEREX_OK);
+    assert_int_equal(serex_schedule(s, NULL, INT64_MAX, log_task, f->ids,
+                                    NULL), SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 19), SEREX_OK);
+    assert_int_equal(nlog(f), 2); /* MAX - 10, MAX - 5 */
+    assert_int_equal(serex_scheduler_advance(s, 1), SEREX_OK);
+    assert_int_equal(nlog(f), 4); /* at MAX: the periodic one, the other */
+    assert_int_equal(serex_scheduler_advance(s, 1000), SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, INT64_MAX), SEREX_OK);
+    assert_int_equal(nlog(f), 4);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    assert_int_equal(serex_scheduler_now(s), INT64_MAX);
+}
+
 /* --- cancel and release --- */
 
 static void cancel_in_every_state(void **state)
@@ -1056,6 +1080,7 @@ int main(void)
         T(manual_fixed_rate_long_run_is_followed_at_once),
         T(manual_fixed_delay_counts_from_the_end_of_a_run),
         T(manual_delays_saturate_never_wrap),
+        T(manual_advance_at_the_end_of_time_returns),
         T(cancel_in_every_state),
         T(release_does_not_cancel),
         T(periodic_cancelled_from_its_own_run),
