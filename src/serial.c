@@ -149,13 +149,13 @@ static struct serex__task *serial_pop(struct serial *s)
     return t;
 }
 
-/* Runs up to s->batch tasks; returns how many ran. */
-static unsigned serial_run_batch(struct serial *s)
+/* Runs up to @max tasks; returns how many ran. */
+static unsigned serial_run_batch(struct serial *s, unsigned max)
 {
     unsigned ran = 0;
     struct serex__task *t;
 
-    while (ran < s->batch && (t = serial_pop(s)) != NULL) {
+    while (ran < max && (t = serial_pop(s)) != NULL) {
         serex_fn fn = t->fn;
         void *arg = t->arg;
 
@@ -201,8 +201,12 @@ static void serial_drain(void *arg)
     struct serex__frame frame;
 
     serex__frame_push(&frame, &s->base);
-    for (unsigned idle = 0;; idle++) {
-        unsigned ran = serial_run_batch(s);
+    /* `visit`: tasks run since the target gave us this thread. A short
+     * batch (a counted task's push still under way) loops without giving
+     * the thread back, so the count carries over: at most `batch` tasks a
+     * visit (promise 4; the spin model found the overrun without it). */
+    for (unsigned idle = 0, visit = 0;; idle++) {
+        unsigned ran = serial_run_batch(s, s->batch - visit);
         /* before the hand-over below: the next drain's add follows ours */
         serex__stat_add(&s->completed, ran);
         /* seq_cst: the hand-over to the next drain needs acq_rel (see the
@@ -216,10 +220,12 @@ static void serial_drain(void *arg)
         }
         /* A full batch: give the thread back, unless the target refuses
          * (it is shutting down, say): then keep going here. */
-        if (ran == s->batch &&
-            serex_execute(s->target, serial_drain, s) == SEREX_OK) {
-            serex__frame_pop(&frame);
-            return; /* our reference passes to the resubmitted drain */
+        if ((visit += ran) == s->batch) {
+            if (serex_execute(s->target, serial_drain, s) == SEREX_OK) {
+                serex__frame_pop(&frame);
+                return; /* our reference passes to the resubmitted drain */
+            }
+            visit = 0; /* refused: a new batch here */
         }
         if (ran != 0)
             idle = 0;
@@ -374,10 +380,22 @@ static size_t serial_shutdown_now(serex_executor *ex,
  * (submissions still in flight are looked at by the callers). */
 static bool serial_quiet(struct serial *s)
 {
-    /* acquire: the flag. seq_cst: wip, against serial_idle (see essay);
-     * it also pairs with the drain's release, so the tasks' writes are
-     * visible once we report termination */
-    return (atomic_load_explicit(&s->ctl, memory_order_acquire) & CTL_SHUT) &&
+    /*
+     * One load decides both: SHUT is set and no execute is in flight. A
+     * producer that passed the flag check before SHUT was set then has
+     * left, and counted its task in wip before it left (its release drop
+     * of the in-flight count, our acquire); any later one sees SHUT. With
+     * two loads (SHUT and wip first, the in-flight count after) a producer
+     * could count, push and leave between them, and we would report
+     * termination with its task still to run: the spin model
+     * (tests/model/serial_drain.pml) found that.
+     * seq_cst on wip: against serial_idle (see essay); it also pairs with
+     * the drain's release, so the tasks' writes are visible once we report
+     * termination.
+     */
+    uint64_t c = atomic_load_explicit(&s->ctl, memory_order_acquire);
+
+    return (c & CTL_SHUT) && c < CTL_INFLIGHT &&
            atomic_load_explicit(&s->wip, memory_order_seq_cst) == 0;
 }
 

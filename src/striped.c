@@ -409,14 +409,20 @@ static void lane_drain(void *arg)
     bool last = false;
 
     serex__frame_push(&frame, &s->face);
-    for (;;) {
-        unsigned ran = lane_run_batch(l, s->batch);
+    /* `visit`: tasks run since the target gave us this thread. A short
+     * round (a counted task's push still under way) loops without giving
+     * the thread back, so the count carries over rounds: at most `batch`
+     * a visit (promise 4; the serial's spin model found the same case). */
+    for (unsigned visit = 0;;) {
+        unsigned ran = lane_run_batch(l, s->batch - visit);
 
         if (lane_settle(s, l, ran, &last))
             break; /* our reference is gone: no more touches of s */
-        if (ran == s->batch &&
-            serex_execute(s->target, lane_drain, l) == SEREX_OK)
+        if ((visit += ran) < s->batch)
+            continue;
+        if (serex_execute(s->target, lane_drain, l) == SEREX_OK)
             break; /* the lane and our reference pass on */
+        visit = 0; /* refused: a new batch here */
     }
     serex__frame_pop(&frame);
     if (last)
@@ -764,9 +770,17 @@ static bool striped_busy_submitting(struct serex_striped *s)
 /* Shut down and nothing busy, not counting submissions in flight. */
 static bool striped_quiet(struct serex_striped *s, uint64_t life)
 {
-    /* acquire: the flag; `life` was loaded by the caller (seq_cst) */
-    if (!(atomic_load_explicit(&s->ctl, memory_order_acquire) & CTL_SHUT) ||
-        LIFE_ACTIVES(life) != 0)
+    /* acquire: one load decides SHUT and that no keyless submission is in
+     * flight (as serial_quiet; a keyless task is counted in `life` before
+     * its submitter leaves); `life` must be read after it, so the
+     * caller's earlier look is read again (seq_cst, as the caller's) */
+    uint64_t c = atomic_load_explicit(&s->ctl, memory_order_acquire);
+
+    if (!(c & CTL_SHUT) || c >= CTL_INFLIGHT)
+        return false;
+    (void)life;
+    life = atomic_load_explicit(&s->life, memory_order_seq_cst);
+    if (LIFE_ACTIVES(life) != 0)
         return false;
     for (unsigned i = 0; i < SHARDS; i++) {
         struct shard *sh = &s->shards[i];

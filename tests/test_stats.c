@@ -55,8 +55,10 @@ static void pool_counts(void **state)
     for (int i = 0; i < 1000; i++)
         assert_int_equal(serex_execute(pool, nop, NULL), SEREX_OK);
     st = stats_of(pool);
+    /* busy: only what cannot move is exact (queued and completed are
+     * read at different moments, so they need not add up) */
     assert_int_equal(st.submitted, 1000);
-    assert_true(st.completed + st.queued <= 1000);
+    assert_true(st.completed <= 1000);
     assert_int_equal(st.threads, 2);
     serex_shutdown(pool);
     assert_int_equal(serex_execute(pool, nop, NULL), SEREX_EREJECTED);
