@@ -21,6 +21,8 @@
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$src/scripts/lib.sh"
 jobs=${SEREX_JOBS:-2}
 cc=${CC:-cc}
 keep=0
@@ -28,8 +30,7 @@ for arg in "$@"; do
     case $arg in
     --keep) keep=1 ;;
     -h | --help)
-        awk 'NR > 3 && !/^#/ { exit } NR > 3 { sub(/^# ?/, ""); print }' \
-            "${BASH_SOURCE[0]}"
+        usage "${BASH_SOURCE[0]}"
         exit 0
         ;;
     *)

@@ -27,6 +27,8 @@
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$src/scripts/lib.sh"
 dir=${SEREX_FUZZ_DIR:-$src/build-test/fuzz}
 cc=${CC:-clang}
 max_len=${SEREX_FUZZ_MAX_LEN:-1024}
@@ -44,8 +46,7 @@ while [ "$#" -gt 0 ]; do
         break
         ;;
     -h | --help)
-        awk 'NR > 3 && !/^#/ { exit } NR > 3 { sub(/^# ?/, ""); print }' \
-            "${BASH_SOURCE[0]}"
+        usage "${BASH_SOURCE[0]}"
         exit 0
         ;;
     '' | *[!0-9]*)

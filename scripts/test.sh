@@ -15,6 +15,9 @@
 #                 is installed with apt-get when missing and run as root)
 #   f. fuzz       scripts/fuzz.sh: the API fuzzer (libFuzzer, clang) for
 #                 SEREX_FUZZ_SECONDS (default 30) on the checked-in corpus
+#   g. model      scripts/check_model.sh: the serial drain protocol checked
+#                 exhaustively by spin (installed with apt-get when missing
+#                 and run as root)
 # Each stage has its own build tree under build-test/. A failing stage is
 # reported and the next one still runs; the exit status is non-zero if any
 # stage failed.
@@ -26,6 +29,7 @@
 #   --no-consumers  skip stage d
 #   --no-clang      skip stage e
 #   --no-fuzz       skip stage f
+#   --no-model      skip stage g
 #   --clean         remove the build trees first (default: reuse them)
 #   --fail-fast     skip the remaining stages after a failure
 # Environment: SEREX_TEST_BUILD_ROOT (default <repo>/build-test), SEREX_JOBS
@@ -34,26 +38,29 @@
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$src/scripts/lib.sh"
 root=${SEREX_TEST_BUILD_ROOT:-$src/build-test}
 jobs=${SEREX_JOBS:-2}
 test_timeout=${SEREX_TEST_TIMEOUT:-300}
 labels='^(unit|stress|example)$'
 
 run_plain=1 run_asan=1 run_tsan=1 run_consumers=1 run_clang=1 run_fuzz=1
+run_model=1
 clean=0 fail_fast=0
 for arg in "$@"; do
     case $arg in
-    --quick) run_asan=0 run_tsan=0 run_consumers=0 run_clang=0 run_fuzz=0 ;;
+    --quick) run_asan=0 run_tsan=0 run_consumers=0 run_clang=0 run_fuzz=0 run_model=0 ;;
     --no-asan) run_asan=0 ;;
     --no-tsan) run_tsan=0 ;;
     --no-consumers) run_consumers=0 ;;
     --no-clang) run_clang=0 ;;
     --no-fuzz) run_fuzz=0 ;;
+    --no-model) run_model=0 ;;
     --clean) clean=1 ;;
     --fail-fast) fail_fast=1 ;;
     -h | --help)
-        awk 'NR > 3 && !/^#/ { exit } NR > 3 { sub(/^# ?/, ""); print }' \
-            "${BASH_SOURCE[0]}"
+        usage "${BASH_SOURCE[0]}"
         exit 0
         ;;
     *)
@@ -273,6 +280,10 @@ stage_fuzz() {
     SEREX_JOBS=$jobs "$src/scripts/fuzz.sh" "${SEREX_FUZZ_SECONDS:-30}"
 }
 
+stage_model() {
+    "$src/scripts/check_model.sh"
+}
+
 stage_consumers() {
     SEREX_CONSUMER_WORK_DIR=$root/consumers SEREX_JOBS=$jobs \
         "$src/scripts/check_consumers.sh"
@@ -317,6 +328,7 @@ stage "c tsan (thread)" "$run_tsan" stage_tsan
 stage "d consumers" "$run_consumers" stage_consumers
 stage "e clang (Debug, -Werror)" "$run_clang" stage_clang
 stage "f fuzz (libFuzzer)" "$run_fuzz" stage_fuzz
+stage "g model (spin)" "$run_model" stage_model
 
 # ---- summary ---------------------------------------------------------------------
 passed=0 failed=0

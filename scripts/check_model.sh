@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# check_model.sh - check the serial executor's drain protocol exhaustively
+# with the spin model checker (tests/model/serial_drain.pml; what it models
+# and what each property means: tests/model/README.md).
+#
+# For each configuration below: spin -a generates the verifier (pan.c), cc
+# compiles it, and pan explores every interleaving (no bitstate, no
+# compression: the state counts printed are of complete searches). Prints
+# one line per configuration: states stored, errors, seconds.
+# The model with no mutation is src/serial.c as it is; every configuration
+# of it must pass (fix-* check the two fixes of the README's Findings in
+# the configurations that found them). The configurations named mut-* are
+# mutations of the protocol (two of them the code before those fixes): for
+# those the check passes only if spin does find the expected violation, so
+# the model is shown able to fail.
+# Needs spin (Debian package `spin`; installed with apt-get when missing
+# and run as root) and a C compiler. Works in a temporary directory.
+#
+# Usage: scripts/check_model.sh [--keep] [NAME...]
+#   --keep   keep the work directory (printed at the end)
+#   NAME     run only the configurations whose names are given
+# Environment: CC (default gcc, else cc).
+# Exits 0 when every configuration gave what it expects, 1 otherwise, 2 on
+# a missing tool or a bad argument.
+set -euo pipefail
+
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$src/scripts/lib.sh"
+model=$src/tests/model/serial_drain.pml
+keep=0
+only=()
+for arg in "$@"; do
+    case $arg in
+    --keep) keep=1 ;;
+    -h | --help)
+        usage "${BASH_SOURCE[0]}"
+        exit 0
+        ;;
+    -*)
+        echo "check_model.sh: unknown option '$arg' (try --help)" >&2
+        exit 2
+        ;;
+    *) only+=("$arg") ;;
+    esac
+done
+
+# name; expect (pass, or an ERE the first error must match); mode; -D...
+# mode: safety (assertions, invalid end states) or liveness (LTL, pan -a -f)
+configs=(
+    "2p2t-b1-now;pass;safety;-DNPROD=2 -DNTASK=2 -DBATCH=1 -DSTOPPER=1"
+    "3p1t-b2-now;pass;safety;-DNPROD=3 -DNTASK=1 -DBATCH=2 -DSTOPPER=1"
+    "2p2t-b2-refuse-now;pass;safety;-DNPROD=2 -DNTASK=2 -DBATCH=2 -DSTOPPER=1 -DREFUSE=1"
+    "3p1t-b2-target-now;pass;safety;-DNPROD=3 -DNTASK=1 -DBATCH=2 -DSTOPPER=1 -DREFUSE=1 -DTSHUT=1 -DTSTOP=1"
+    "2p2t-b2-target-keep;pass;safety;-DNPROD=2 -DNTASK=2 -DBATCH=2 -DSTOPPER=0 -DREFUSE=1 -DTSHUT=1 -DTSTOP=1"
+    "2p2t-b2-shut-await;pass;safety;-DNPROD=2 -DNTASK=2 -DBATCH=2 -DSTOPPER=2 -DAWAITER=1"
+    "3p1t-b1-now-await;pass;safety;-DNPROD=3 -DNTASK=1 -DBATCH=1 -DSTOPPER=1 -DAWAITER=1"
+    "3p1t-b2-refuse-await;pass;safety;-DNPROD=3 -DNTASK=1 -DBATCH=2 -DSTOPPER=2 -DAWAITER=1 -DREFUSE=1"
+    "2p1t-b1-all-live;pass;liveness;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=1 -DREFUSE=1 -DTSHUT=1 -DTSTOP=1 -DAWAITER=1"
+    "fix-await-order;pass;safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=2 -DAWAITER=1"
+    "fix-batch-per-visit;pass;safety;-DNPROD=2 -DNTASK=2 -DBATCH=2 -DSTOPPER=0"
+    "mut-await-two-loads;assertion violated \\((running|.*status);safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=2 -DAWAITER=1 -DAWAIT_TWO_LOADS"
+    "mut-batch-per-round;assertion violated \\(visit_ran;safety;-DNPROD=2 -DNTASK=2 -DBATCH=2 -DSTOPPER=0 -DBATCH_PER_ROUND"
+    "mut-push-before-count;assertion violated;safety;-DNPROD=2 -DNTASK=2 -DBATCH=2 -DSTOPPER=1 -DPUSH_BEFORE_COUNT"
+    "mut-idle-waits-for-push;invalid end state;safety;-DNPROD=2 -DNTASK=2 -DBATCH=1 -DSTOPPER=1 -DIDLE_WAITS_FOR_PUSH"
+)
+
+ensure_spin() {
+    command -v spin >/dev/null 2>&1 && return 0
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        echo "check_model.sh: installing spin with apt-get"
+        if apt-get update >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y spin >/dev/null &&
+            command -v spin >/dev/null 2>&1; then
+            return 0
+        fi
+    fi
+    echo "check_model.sh: spin is missing; install it (Debian: apt-get" \
+        "install spin) and run scripts/check_model.sh again." >&2
+    exit 2
+}
+ensure_spin
+cc=${CC:-$(command -v gcc || echo cc)}
+command -v "$cc" >/dev/null 2>&1 ||
+    { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
+[ -r "$model" ] || { echo "check_model.sh: $model is missing" >&2; exit 2; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/serex-model.XXXXXX")
+if [ "$keep" = 0 ]; then
+    trap 'rm -rf "$work"' EXIT
+fi
+
+wanted() {
+    [ ${#only[@]} = 0 ] && return 0
+    local n
+    for n in "${only[@]}"; do [ "$n" = "$1" ] && return 0; done
+    return 1
+}
+
+# check NAME EXPECT MODE DEFINES: one configuration; prints its line.
+check() {
+    local name=$1 expect=$2 mode=$3 defs=$4
+    local dir=$work/$name start end out states errors secs first verdict
+    mkdir -p "$dir"
+    cp "$model" "$dir/"
+    start=$(date +%s.%N)
+    local -a panflags=(-m200000 -w24) ccflags=(-DSAFETY)
+    if [ "$mode" = liveness ]; then
+        defs="$defs -DLIVENESS"
+        panflags+=(-a -f)
+        ccflags=(-DNFAIR=8)
+    fi
+    # shellcheck disable=SC2086 # $defs is a list of -D options
+    if ! (cd "$dir" && spin -a $defs serial_drain.pml >spin.log 2>&1); then
+        printf '%-24s FAIL  spin -a failed:\n' "$name"
+        sed 's/^/    /' "$dir/spin.log"
+        return 1
+    fi
+    # -w: the generated C has harmless warnings that vary by compiler
+    if ! (cd "$dir" && "$cc" -O1 -w "${ccflags[@]}" -o pan pan.c \
+        >cc.log 2>&1); then
+        printf '%-24s FAIL  cc pan.c failed:\n' "$name"
+        sed 's/^/    /' "$dir/cc.log"
+        return 1
+    fi
+    (cd "$dir" && ./pan "${panflags[@]}" >pan.log 2>&1) || true
+    end=$(date +%s.%N)
+    out=$dir/pan.log
+    states=$(awk '/states, stored/ { print $1; exit }' "$out")
+    errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$out" | head -n 1)
+    secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+    first=$(grep -m 1 -oE '(assertion violated.*\(at depth|invalid end state|acceptance cycle|out of memory|max search depth too small).*' "$out" || true)
+    first=${first% (at depth*}
+    if [ -z "$states" ] || [ -z "$errors" ]; then
+        verdict="FAIL  pan did not finish (see $out)"
+    elif [ "$expect" = pass ]; then
+        if [ "$errors" = 0 ] && ! grep -qE 'max search depth too small|Search not completed|out of memory' "$out"; then
+            verdict="ok    exhaustive, no violation"
+        else
+            verdict="FAIL  ${first:-search incomplete}"
+        fi
+    elif [ "$errors" != 0 ] && printf '%s' "$first" | grep -qE "$expect"; then
+        verdict="ok    mutation caught: $first"
+    else
+        verdict="FAIL  expected a violation ($expect), got: ${first:-none}"
+    fi
+    printf '%-24s %-8s states %9s  errors %s  %5s s  %s\n' "$name" \
+        "$mode" "${states:-?}" "${errors:-?}" "$secs" "$verdict"
+    [ "${verdict%% *}" = ok ]
+}
+
+echo "check_model.sh: spin $(spin -V | awk '{ print $3 }'), $("$cc" --version | head -n 1)"
+failed=0 ran=0
+for entry in "${configs[@]}"; do
+    IFS=';' read -r name expect mode defs <<<"$entry"
+    wanted "$name" || continue
+    ran=$((ran + 1))
+    check "$name" "$expect" "$mode" "$defs" || failed=$((failed + 1))
+done
+[ "$keep" = 1 ] && echo "check_model.sh: work directory kept: $work"
+if [ "$ran" = 0 ]; then
+    echo "check_model.sh: no configuration named ${only[*]}" >&2
+    exit 2
+fi
+if [ "$failed" != 0 ]; then
+    echo "check_model.sh: $failed of $ran configurations FAILED"
+    exit 1
+fi
+echo "check_model.sh: all $ran configurations as expected"

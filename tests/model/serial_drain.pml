@@ -1,0 +1,661 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * serial_drain.pml - the serial executor's drain protocol (src/serial.c and
+ * src/mpsc_internal.h) as a Promela model for the spin model checker.
+ *
+ * What it proves (tests/model/README.md has the details): in every
+ * interleaving of the configurations that scripts/check_model.sh checks
+ * (up to 3 producers, 6 tasks, batch 1 or 2, a target that may refuse,
+ * shut down or stop, shutdown or shutdown_now, one await_termination look),
+ * under sequential consistency: no accepted task is lost, run twice, or
+ * both run and handed back; at most one drain owns the queue and one task
+ * runs at a time; tasks leave the queue, run and are handed back in push
+ * order; a drain runs at most `batch` tasks per visit to the target's
+ * thread unless the target refused it; await_termination never reports
+ * termination with an accepted task still to run; nothing deadlocks and
+ * every counter (wip, the in-flight count, drain references) returns to 0.
+ * What it does not prove: that the C memory orders are strong enough (no
+ * weak memory here: TSan and the stress tests cover that); anything for
+ * larger sizes; node reuse, statistics, the parking lot's wake-ups,
+ * destroy's freeing, allocation failure, a target's on_pending for drains,
+ * striped.c. Nor that this model is the C code: it is compared by hand.
+ *
+ * Every atomic operation of the C code is one step here, and every plain
+ * access to shared state that the C code makes outside a lock is one step
+ * too; the MPSC push's exchange and its link are two steps, so a consumer
+ * can see a node that is not linked yet. Steps that touch only the local
+ * state of one process (or state under a lock it holds) are merged with
+ * the shared access next to them. Spin explores every interleaving of
+ * these steps under sequential consistency: the model checks the
+ * protocol's logic, not the C memory orders (see README.md).
+ *
+ * Busy-waits are modelled as blocking on the condition that ends them
+ * (`(cond)` in Promela), so a wait that could spin forever becomes a
+ * process that can never move, and spin reports it as an invalid end
+ * state. See README.md for why each such guard is exact.
+ *
+ * Configuration (spin -D...; scripts/check_model.sh sets them):
+ *   NPROD       producers (1-3)               default 2
+ *   NTASK       execute calls per producer    default 2
+ *   BATCH       the serial's batch            default 1
+ *   REFUSE      1: the target may refuse any submission (a bounded pool)
+ *   TSHUT       1: the target may be shut down (refuses every submission
+ *               after; already accepted drains still run)
+ *   TSTOP       1: ... or stopped: shutdown_now with no on_pending, which
+ *               drops accepted drains that have not started
+ *               (serex__serial_drain_dropped)
+ *   STOPPER     0: nobody shuts the serial down
+ *               1: shutdown_now at a nondeterministic point, or never
+ *               2: shutdown at a nondeterministic point, or never
+ *   AWAITER     1: a thread looks once, at any moment, as
+ *               await_termination does (serial_quiet: one load of ctl for
+ *               SHUT and no execute in flight, then wip; then
+ *               serial_submitting, in serex__await_loop's order)
+ *   LIVENESS    defined: add the LTL claim all_finish (run pan -a -f)
+ *
+ * With none of the mutations below, the model is src/serial.c as it is.
+ *
+ * Mutations (defined: spin must find a violation; the check can fail):
+ *   PUSH_BEFORE_COUNT    push, then count in wip (the old bug: two drains)
+ *   IDLE_WAITS_FOR_PUSH  an idle drain that owes work waits for a push
+ *                        only, not for shutdown_now's subtraction (hangs)
+ *   AWAIT_TWO_LOADS      serial_quiet as it was: SHUT from one load of
+ *                        ctl, then wip, and the in-flight count only in
+ *                        serial_submitting's later load (README.md,
+ *                        "Findings", 1: reports termination early)
+ *   BATCH_PER_ROUND      serial_drain as it was: each round runs up to
+ *                        BATCH tasks, not counting the short rounds before
+ *                        it (README.md, "Findings", 2: a visit runs more
+ *                        than BATCH tasks)
+ */
+
+#ifndef NPROD
+#define NPROD 2
+#endif
+#ifndef NTASK
+#define NTASK 2
+#endif
+#ifndef BATCH
+#define BATCH 1
+#endif
+#ifndef REFUSE
+#define REFUSE 0
+#endif
+#ifndef TSHUT
+#define TSHUT 0
+#endif
+#ifndef TSTOP
+#define TSTOP 0
+#endif
+#ifndef STOPPER
+#define STOPPER 1
+#endif
+#ifndef AWAITER
+#define AWAITER 0
+#endif
+#if defined(AWAIT_FIXED) || defined(BATCH_PER_VISIT)
+#error "AWAIT_FIXED and BATCH_PER_VISIT are gone: the fixes are the default"
+#endif
+
+#define NT (NPROD * NTASK)   /* task nodes 0 .. NT-1 */
+#define STUB NT              /* the queue's stub node */
+#define NIL 255
+
+/* ctl: flags, and above them the execute calls in flight */
+#define CTL_SHUT 1
+#define CTL_STOP 2
+#define CTL_BROKEN 4
+#define CTL_INFLIGHT 8
+#define FLAG(x, f) (((x) / (f)) % 2 == 1)
+
+/* the target's state */
+#define T_RUNNING 0
+#define T_SHUT 1
+#define T_STOPPED 2
+
+/* what pop found */
+#define R_NONE 0
+#define R_EMPTY 1
+#define R_BUSY 2
+#define R_OK 3
+
+/* who took a task out of the queue */
+#define BY_NONE 0
+#define BY_DRAIN 1
+#define BY_STOP 2      /* shutdown_now (or the final take, see init) */
+#define BY_REFUSED 3   /* serial_refused: the producer took its own back */
+
+/* status[t]: what execute returned */
+#define ST_PENDING 0
+#define ST_OK 1
+#define ST_ERROR 2
+
+/* --- the serial's shared state --- */
+byte tail = STUB;      /* atomic: producers' exchange, the consumer's too */
+byte head = STUB;      /* the consumer's; only under pop_lock */
+byte next[NT + 1];     /* atomic: each node's link */
+byte wip;              /* atomic */
+byte ctl;              /* atomic */
+bit pop_lock;          /* serex__spinlock */
+byte life;             /* atomic: drains holding a reference (LIFE_DRAIN) */
+byte tstate = T_RUNNING;
+
+/* --- ghost state: what the properties talk about --- */
+byte seq[NT];          /* position of the task's push exchange, from 1 */
+byte pushed;           /* push exchanges so far */
+byte popped;           /* seq of the last task taken out of the queue */
+byte last_run;         /* seq of the last task run */
+byte last_hb;          /* seq of the last task handed back */
+byte taker[NT];        /* BY_* */
+bit ran[NT];           /* the task's function was called */
+bit hb[NT];            /* handed back by shutdown_now */
+byte status[NT];       /* ST_* */
+byte running;          /* drains inside a task's function */
+byte owner;            /* drains inside their loop, owing work */
+bit stop_called;       /* shutdown_now took the queue */
+bit terminated;        /* an awaiter saw termination */
+bit finished;          /* init checked the end state */
+
+#ifdef LIVENESS
+/* (5) as a liveness property: every run ends, checked end state included
+ * (pan -a -f: under weak fairness, so an awaiter that polls forever
+ * while others could move does not count) */
+ltl all_finish { <> finished }
+#endif
+
+/* wip in unsigned arithmetic, as the C uint64_t (wraps, never traps) */
+#define WIP_ADD(n) wip = (wip + (n)) % 256
+#define WIP_SUB(n) wip = (wip + 256 - (n)) % 256
+
+/* --- the MPSC queue (mpsc_internal.h) --- */
+
+/* serex__mpsc_push_ends: the exchange, then the link, two steps */
+inline mpsc_push(node, prev) {
+    atomic {
+        prev = tail;
+        tail = node;
+        if
+        :: node != STUB -> pushed++; seq[node] = pushed
+        :: else
+        fi
+    }
+    atomic { next[prev] = node; prev = 0 }
+}
+
+/* A task leaves the queue: checks FIFO (no task skipped, none twice). */
+inline took(node, by) {
+    assert(node != STUB && node < NT);
+    assert(taker[node] == BY_NONE);
+    assert(seq[node] == popped + 1);
+    popped = seq[node];
+    taker[node] = by
+}
+
+/*
+ * serex__mpsc_pop_wait_ends, the caller holding pop_lock: out is the
+ * oldest task, or NIL if the queue is empty. On BUSY the C code spins on
+ * pop; here we wait for what ends BUSY: the missing link behind head.
+ * Scratch variables are zeroed as they die, so that stale values do not
+ * split states.
+ */
+inline mpsc_pop_wait(out, by) {
+    do
+    :: atomic { h = head; nx = next[h] }
+        if
+        :: h == STUB && nx == NIL ->
+            if
+            :: tail == STUB -> r = R_EMPTY
+            :: else -> r = R_BUSY
+            fi
+        :: h == STUB && nx != NIL ->
+            atomic { head = nx; h = nx; nx = next[h] } /* past the stub */
+        :: else
+        fi;
+        if
+        :: r == R_NONE && nx != NIL ->
+            d_step { head = nx; out = h; took(h, by); r = R_OK }
+        :: r == R_NONE && nx == NIL ->
+            if
+            :: tail != h -> r = R_BUSY
+            :: else ->
+                /* head is the last node: queue the stub behind it */
+                next[STUB] = NIL;
+                mpsc_push(STUB, pv);
+                nx = next[h];
+                if
+                :: nx == NIL -> r = R_BUSY
+                :: else -> d_step { head = nx; out = h; took(h, by); r = R_OK }
+                fi
+            fi
+        :: else
+        fi;
+        if
+        :: r == R_BUSY ->
+            /* a producer links the node behind head */
+            atomic { next[head] != NIL -> r = R_NONE; h = 0; nx = 0 }
+        :: atomic { r == R_EMPTY -> out = NIL; r = R_NONE; h = 0; nx = 0 }; break
+        :: atomic { r == R_OK -> r = R_NONE; h = 0; nx = 0 }; break
+        fi
+    od
+}
+
+inline lock() { atomic { pop_lock == 0 -> pop_lock = 1 } }
+inline unlock() { pop_lock = 0 }
+
+/* --- the target --- */
+
+/*
+ * serex_execute(target, serial_drain, s): accepted (a drain process
+ * starts, the target runs it some time later) or refused. For a
+ * resubmission the old drain leaves its loop in the same step.
+ */
+inline submit(ok, resub) {
+    if
+    :: atomic {
+           tstate == T_RUNNING ->
+           ok = true;
+           if :: resub -> owner-- :: else fi;
+           run drain()
+       }
+#if REFUSE
+    :: tstate == T_RUNNING -> ok = false
+#endif
+    :: tstate != T_RUNNING -> ok = false
+    fi
+}
+
+/* --- the drain (serial_drain) --- */
+
+/* serial_drain_exit: the drain's reference to the serial goes */
+inline drain_exit() {
+    atomic { assert(life > 0); life-- }
+}
+
+proctype drain()
+{
+    byte nran, left, t, h, nx, r, pv;
+    bool ok;
+    byte visit;       /* serial_drain's `visit`: tasks run since the target
+                       * gave us this thread, counted after each round */
+    byte visit_ran;   /* ghost, for promise 4: tasks started this visit */
+
+#if TSTOP
+    /* a target stopped before the drain started drops it:
+     * serex__hand_back -> serex__serial_drain_dropped */
+    if
+    :: atomic { tstate == T_STOPPED -> skip };
+        ctl = ctl | CTL_BROKEN;
+        drain_exit();
+        goto done
+    :: atomic { tstate != T_STOPPED -> owner++; assert(owner == 1) }
+    fi;
+#else
+    atomic { owner++; assert(owner == 1) }
+#endif
+    do
+    :: nran = 0;
+        /* serial_run_batch(s, s->batch - visit) */
+        do
+#ifdef BATCH_PER_ROUND
+        :: nran < BATCH ->   /* mutation: serial_run_batch(s, s->batch) */
+#else
+        :: nran < BATCH - visit ->
+#endif
+            lock();
+            mpsc_pop_wait(t, BY_DRAIN);
+            unlock();
+            if
+            :: t == NIL -> break
+            :: else ->
+                /* fn(arg): the task runs; its properties are checked as
+                 * it starts */
+                d_step {
+                    assert(running == 0);   /* (2) one at a time */
+                    assert(owner == 1);
+                    /* (3) taken by this drain, not run, not handed back */
+                    assert(taker[t] == BY_DRAIN && !ran[t] && !hb[t]);
+                    assert(!terminated);
+                    /* (4) in the order of the push exchanges, and so of
+                     * each producer's calls: its previous task (if
+                     * accepted) has left the queue */
+                    assert(seq[t] > last_run);
+                    assert(t % NTASK == 0 || status[t - 1] == ST_ERROR ||
+                           taker[t - 1] != BY_NONE);
+                    /* (7) promise 4: at most BATCH tasks between two
+                     * hand-overs to the target, unless it refused */
+                    visit_ran++;
+                    assert(visit_ran <= BATCH);
+                    running = 1;
+                    ran[t] = 1;
+                    last_run = seq[t];
+                    seq[t] = 0
+                }
+                atomic { running = 0; t = 0 }
+                nran++
+            fi
+        :: else -> break
+        od;
+        /* left = (wip -= ran); then, if left != 0, visit += ran (local:
+         * in the same step) */
+        atomic {
+#ifndef PUSH_BEFORE_COUNT
+            assert(wip >= nran);
+#endif
+            WIP_SUB(nran);
+            left = wip;
+            if
+            :: left == 0 -> owner--
+#ifdef BATCH_PER_ROUND
+            :: else
+#else
+            :: else -> visit = visit + nran
+#endif
+            fi
+        }
+        if
+        :: left == 0 -> break  /* serial_idle: no waiter is modelled */
+        :: else -> left = 0
+        fi;
+#ifdef BATCH_PER_ROUND
+        /* mutation: a full round gives the thread back */
+        if
+        :: nran == BATCH ->
+#else
+        /* visit reaches batch: give the thread back unless the target
+         * refuses */
+        if
+        :: visit == BATCH ->
+#endif
+            submit(ok, true);
+            if
+            :: ok -> goto done /* our reference passes on */
+            :: else -> visit = 0; visit_ran = 0 /* refused: we go on */
+            fi
+        :: else
+        fi;
+        /* Nothing ran and work is owed: the C code spins. Its next round
+         * can only differ once a push begins or wip reaches 0. */
+        if
+#ifdef IDLE_WAITS_FOR_PUSH
+        :: nran == 0 -> (tail != STUB) /* mutation: forgets shutdown_now */
+#else
+        :: nran == 0 -> (tail != STUB || wip == 0)
+#endif
+        :: else
+        fi
+    od;
+    drain_exit();
+done:
+    atomic { nran = 0; left = 0; t = 0; ok = 0; visit = 0; visit_ran = 0 }
+}
+
+/* --- the producers (serial_execute) --- */
+
+/* serial_refused: the target refused the drain our task started */
+inline refused(mine, taken) {
+    lock();
+    atomic {
+        if
+        :: wip == 1 -> wip = 0; cas = true
+        :: else -> cas = false
+        fi
+    }
+    back = NIL;
+    if
+    :: cas ->
+        mpsc_pop_wait(back, BY_REFUSED);
+        atomic { assert(back == mine); seq[back] = 0 }
+    :: else
+    fi;
+    unlock();
+    if
+    :: back == NIL -> ctl = ctl | CTL_BROKEN; taken = false
+    :: else -> taken = true /* freed: nothing is queued */
+    fi
+}
+
+proctype producer(byte p)
+{
+    byte i, t, c, h, nx, r, pv, prev, back;
+    bool first, ok, cas, taken;
+
+    do
+    :: i < NTASK ->
+        t = p * NTASK + i;
+        atomic { c = ctl; ctl = ctl + CTL_INFLIGHT }
+        if
+        :: FLAG(c, CTL_SHUT) || FLAG(c, CTL_BROKEN) ->
+            atomic { ctl = ctl - CTL_INFLIGHT; status[t] = ST_ERROR; c = 0 }
+        :: else ->
+            c = 0;
+#ifdef PUSH_BEFORE_COUNT
+            mpsc_push(t, prev);
+            atomic { first = (wip == 0); WIP_ADD(1) }
+#else
+            atomic { first = (wip == 0); WIP_ADD(1) }
+            mpsc_push(t, prev);
+#endif
+            ok = true;
+            if
+            :: first ->
+                /* serial_start_drain */
+                atomic { life++ };
+                submit(ok, false);
+                if
+                :: !ok ->
+                    drain_exit();
+                    refused(t, taken);
+                    ok = !taken
+                :: else
+                fi
+            :: else
+            fi;
+            /* the in-flight count drops, and execute returns */
+            atomic {
+                ctl = ctl - CTL_INFLIGHT;
+                if
+                :: ok ->
+                    status[t] = ST_OK;
+                    /* an awaiter already said "terminated": then our
+                     * task must be done (ran or taken back) */
+                    assert(!terminated || ran[t] || taker[t] == BY_STOP)
+                :: else -> status[t] = ST_ERROR
+                fi;
+                first = 0; ok = 0; cas = 0; taken = 0; back = 0
+            }
+        fi;
+        atomic { i++; t = 0 }
+    :: else -> break
+    od
+}
+
+/* --- shutdown_now and its helpers --- */
+
+/* serial_take_all, the wait for in-flight calls included */
+inline take_all(n) {
+    (ctl < CTL_INFLIGHT);
+    lock();
+    n = 0;
+    do
+    :: true ->
+        mpsc_pop_wait(t, BY_STOP);
+        if
+        :: t == NIL -> break
+        :: else -> list[n] = t; n++
+        fi
+    od;
+    unlock();
+    atomic {
+        assert(wip >= n);
+        WIP_SUB(n);
+        stop_called = 1
+    }
+}
+
+/* serex__task_hand_back_list: to on_pending, in order (it touches
+ * nothing of the serial's, so one step) */
+inline hand_back(n) {
+    d_step {
+        i = 0;
+        do
+        :: i < n ->
+            t = list[i];
+            assert(taker[t] == BY_STOP && !ran[t] && !hb[t]);
+            assert(seq[t] > last_hb);
+            last_hb = seq[t];
+            seq[t] = 0;
+            hb[t] = 1;
+            list[i] = 0;
+            i++
+        :: else -> break
+        od;
+        i = 0; t = 0; n = 0
+    }
+}
+
+proctype stopper()
+{
+    byte list[NT];
+    byte n, i, t, h, nx, r, pv;
+
+    if
+    :: skip    /* never */
+#if STOPPER == 1
+    :: ctl = ctl | (CTL_SHUT | CTL_STOP);
+        take_all(n);
+        hand_back(n)
+#elif STOPPER == 2
+    :: ctl = ctl | CTL_SHUT
+#endif
+    fi
+}
+
+/* The target is shut down (or stopped) at some point, or never. */
+proctype target()
+{
+    if
+    :: skip
+#if TSHUT
+    :: tstate = T_SHUT
+#endif
+#if TSTOP
+    :: tstate = T_STOPPED
+#endif
+    fi
+}
+
+/*
+ * await_termination: serial_quiet (one load of ctl: SHUT and no execute in
+ * flight; then wip == 0), then serial_submitting (ctl again: no execute in
+ * flight): three loads, in serex__await_loop's order. One look, at any
+ * moment: the looks are read-only, so a failed look changes nothing and a
+ * later one is the same as a first one made then; whether the awaiter
+ * parks and is woken in time (the generation in `life`) is not modelled.
+ */
+proctype awaiter()
+{
+    bool quiet;   /* what the loads so far say; a look that fails stops */
+    byte i;
+
+#ifdef AWAIT_TWO_LOADS
+    /* mutation, serial_quiet as it was: SHUT, then wip == 0 */
+    quiet = FLAG(ctl, CTL_SHUT);
+#else
+    /* serial_quiet: SHUT and not submitting from one load of ctl ... */
+    quiet = FLAG(ctl, CTL_SHUT) && ctl < CTL_INFLIGHT;
+#endif
+    /* ... then wip */
+    if
+    :: quiet -> quiet = (wip == 0)
+    :: else
+    fi;
+    /* serial_submitting */
+    if
+    :: quiet -> quiet = (ctl < CTL_INFLIGHT)
+    :: else
+    fi;
+    d_step {
+        if
+        :: quiet ->
+            /* SEREX_OK: every accepted task has run or was taken */
+            terminated = 1;
+            assert(running == 0);
+            i = 0;
+            do
+            :: i < NT ->
+                assert(status[i] != ST_OK || ran[i] || taker[i] == BY_STOP);
+                i++
+            :: else -> break
+            od
+        :: else    /* SEREX_ETIMEDOUT */
+        fi;
+        i = 0; quiet = 0
+    }
+}
+
+/* --- the whole system, and what must hold at its end --- */
+
+init
+{
+    byte list[NT];
+    byte n, i, t, h, nx, r, pv;
+
+    atomic {
+        i = 0;
+        do
+        :: i < NT -> next[i] = NIL; i++
+        :: else -> break
+        od;
+        next[STUB] = NIL;
+        i = 0;
+        do
+        :: i < NPROD -> run producer(i); i++
+        :: else -> break
+        od;
+        run stopper();
+#if TSHUT || TSTOP
+        run target();
+#endif
+#if AWAITER
+        run awaiter();
+#endif
+    }
+    /* everyone else has finished (with an LTL claim, _nr_pr counts the
+     * claim too) */
+#ifdef LIVENESS
+    (_nr_pr == 2);
+#else
+    (_nr_pr == 1);
+#endif
+
+    /*
+     * Nothing is owed to a drain now. If the serial is not broken and
+     * shutdown_now never ran, every accepted task must have run; if it is
+     * broken, what it kept comes back from a last shutdown_now (destroy
+     * drops it the same way).
+     */
+    if
+    :: !stop_called && FLAG(ctl, CTL_BROKEN) ->
+        take_all(n);
+        hand_back(n)
+    :: else
+    fi;
+    skip;   /* (spin: a jump may not land on a d_step's first statement) */
+    d_step {
+        assert(wip == 0 && life == 0 && owner == 0 && running == 0);
+        assert(ctl < CTL_INFLIGHT && pop_lock == 0);
+        assert(head == STUB && tail == STUB && next[STUB] == NIL);
+        i = 0;
+        do
+        :: i < NT ->
+            assert(status[i] != ST_PENDING);
+            /* (1) accepted: exactly once, run or handed back;
+             * refused: neither */
+            assert(status[i] != ST_OK || ran[i] + hb[i] == 1);
+            assert(status[i] != ST_ERROR || ran[i] + hb[i] == 0);
+            i++
+        :: else -> break
+        od;
+        finished = 1
+    }
+}
