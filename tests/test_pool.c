@@ -474,7 +474,7 @@ static void pool_steady_state_allocates_nothing(void **state)
 static void pool_parked_workers_never_miss_a_wake_up(void **state)
 {
     struct fixture *f = *state;
-    struct timespec gap = {0, 300000}; /* longer than the spin: they park */
+    struct timespec gap = {0, 1000000}; /* 20x the spin: they park */
 
     make_pool(f, 2, 0);
     for (int round = 1; round <= 300; round++) {
