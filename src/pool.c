@@ -598,8 +598,12 @@ static enum spin_result worker_spin(struct pool *p)
             serex__thread_yield();
         else
             serex__cpu_relax();
-        /* relaxed: the flag is re-read with acquire in worker_idle */
-        if (i % 64 == 0 &&
+        /* Every 64 pauses, and after every yield: on a loaded machine a
+         * yield can cost a whole time slice, and a spinner that overstays
+         * its window while preempted makes producers skip a wake-up that
+         * an idle worker could have served.
+         * relaxed: the flag is re-read with acquire in worker_idle */
+        if ((i % 64 == 0 || i > 128) &&
             ((atomic_load_explicit(&p->state, memory_order_relaxed) &
               ST_SHUTDOWN) ||
              serex__now_ns() >= end))
