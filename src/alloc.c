@@ -5,7 +5,8 @@
  */
 #include <stdatomic.h>
 #include <stdio.h>  /* fprintf in assertions */
-#include <stdlib.h> /* malloc, calloc, free */
+#include <stdlib.h>
+#include <string.h> /* memset */ /* malloc, calloc, free */
 
 #include "common_internal.h"
 
@@ -44,6 +45,15 @@ void *serex__alloc_aligned(size_t align, size_t size)
     /* aligned_alloc wants a size that is a multiple of the alignment */
     size = (size + align - 1) / align * align;
     return alloc_should_fail() ? NULL : aligned_alloc(align, size);
+}
+
+void *serex__calloc_aligned(size_t align, size_t size)
+{
+    void *p = serex__alloc_aligned(align, size);
+
+    if (p != NULL)
+        memset(p, 0, size);
+    return p;
 }
 
 void serex__free(void *p)

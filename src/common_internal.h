@@ -44,6 +44,8 @@ _Noreturn void serex__assert_fail(const char *expr, const char *file, int line);
 void *serex__alloc(size_t size);
 void *serex__calloc(size_t n, size_t size);
 void *serex__alloc_aligned(size_t align, size_t size);
+/* serex__alloc_aligned, zeroed: the objects each create call makes. */
+void *serex__calloc_aligned(size_t align, size_t size);
 void serex__free(void *p);
 
 /*

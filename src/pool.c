@@ -89,7 +89,6 @@
  * under `mu`, which also makes every task's writes visible to the caller.
  */
 #include <stdio.h>  /* snprintf for thread names */
-#include <string.h> /* memset */
 
 #include "common_internal.h"
 #include "stats_internal.h"
@@ -1056,20 +1055,17 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
     if (out == NULL)
         return SEREX_EINVAL;
     *out = NULL;
-    p = serex__alloc_aligned(SEREX__CACHELINE, sizeof *p);
+    p = serex__calloc_aligned(SEREX__CACHELINE, sizeof *p);
     if (p == NULL)
         return SEREX_ENOMEM;
-    memset(p, 0, sizeof *p);
     p->gen = serex__fork_register();
     rc = pool_config(cfg, p);
     if (rc != SEREX_OK) {
         serex__free(p);
         return rc;
     }
-    p->slots = serex__alloc_aligned(SEREX__CACHELINE,
-                                    p->max * sizeof *p->slots);
-    if (p->slots != NULL)
-        memset(p->slots, 0, p->max * sizeof *p->slots);
+    p->slots = serex__calloc_aligned(SEREX__CACHELINE,
+                                     p->max * sizeof *p->slots);
     p->ring = p->slots != NULL ? ring_alloc(RING_MIN) : NULL;
     if (p->ring == NULL || pool_init_sync(p) != SEREX_OK) {
         serex__free(p->ring);

@@ -91,7 +91,6 @@
  * count to 0 while DETACHED frees the memory: a run queued on a target
  * never touches freed memory, and destroy never waits for a target.
  */
-#include <string.h>
 
 #include "await_internal.h"
 #include "common_internal.h"
@@ -1138,11 +1137,10 @@ static unsigned shard_count(bool manual)
 static int init_shards(struct serex_scheduler *s, unsigned size,
                        int64_t tick_ns, int64_t origin)
 {
-    s->shards = serex__alloc_aligned(SEREX__CACHELINE,
-                                     s->nshards * sizeof *s->shards);
+    s->shards = serex__calloc_aligned(SEREX__CACHELINE,
+                                      s->nshards * sizeof *s->shards);
     if (s->shards == NULL)
         return SEREX_ENOMEM;
-    memset(s->shards, 0, s->nshards * sizeof *s->shards);
     for (unsigned i = 0; i < s->nshards; i++) {
         int rc = serex__wheel_init(&s->shards[i].wheel, size, tick_ns, origin);
 
@@ -1182,14 +1180,10 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     if (c.tick_ns == 0)
         c.tick_ns = DEFAULT_TICK_NS;
     if (c.wheel_size == 0)
-        c.wheel_size = DEFAULT_WHEEL;
-    if (c.wheel_size < 2 || c.wheel_size > (1u << 16) ||
-        (c.wheel_size & (c.wheel_size - 1)) != 0)
-        return SEREX_EINVAL;
-    s = serex__alloc_aligned(SEREX__CACHELINE, sizeof *s);
+        c.wheel_size = DEFAULT_WHEEL; /* serex__wheel_init checks it */
+    s = serex__calloc_aligned(SEREX__CACHELINE, sizeof *s);
     if (s == NULL)
         return SEREX_ENOMEM;
-    memset(s, 0, sizeof *s);
     s->face.ops = &face_ops;
     s->gen = serex__fork_register();
     s->clock = c.clock;

@@ -94,7 +94,6 @@
  * faults fixed in serial_quiet (two loads) and serial_drain (a batch per
  * round, not per visit); its mutations show each check can fail.
  */
-#include <string.h> /* memset */
 
 #include "await_internal.h"
 #include "common_internal.h"
@@ -154,34 +153,6 @@ static struct serex__mpsc_ends serial_queue(struct serial *s)
 
 /* --- the drain --- */
 
-/* Pops the oldest task, or NULL if none is queued. */
-static struct serex__task *serial_pop(struct serial *s)
-{
-    struct serex__task *t;
-
-    serex__spin_lock(&s->pop_lock);
-    t = serex__mpsc_pop_wait_ends(serial_queue(s));
-    serex__spin_unlock(&s->pop_lock);
-    return t;
-}
-
-/* Runs up to @max tasks; returns how many ran. */
-static unsigned serial_run_batch(struct serial *s, unsigned max)
-{
-    unsigned ran = 0;
-    struct serex__task *t;
-
-    while (ran < max && (t = serial_pop(s)) != NULL) {
-        serex_fn fn = t->fn;
-        void *arg = t->arg;
-
-        serex__task_free(t);
-        fn(arg);
-        ran++;
-    }
-    return ran;
-}
-
 static void serial_drain(void *arg);
 
 /* Wakes awaiters: something they wait for changed (see the essay). */
@@ -222,7 +193,8 @@ static void serial_drain(void *arg)
      * the thread back, so the count carries over: at most `batch` tasks a
      * visit (promise 4; the spin model found the overrun without it). */
     for (unsigned idle = 0, visit = 0;; idle++) {
-        unsigned ran = serial_run_batch(s, s->batch - visit);
+        unsigned ran = serex__mpsc_run(serial_queue(s), &s->pop_lock,
+                                       s->batch - visit);
         /* before the hand-over below: the next drain's add follows ours */
         serex__stat_add(&s->completed, ran);
         /* seq_cst: the hand-over to the next drain needs acq_rel (see the
@@ -489,10 +461,9 @@ int serex_serial_create(serex_executor *target, const serex_serial_config *cfg,
     *out = NULL;
     if (target == NULL || target->ops == NULL)
         return SEREX_EINVAL;
-    s = serex__alloc_aligned(SEREX__CACHELINE, sizeof *s);
+    s = serex__calloc_aligned(SEREX__CACHELINE, sizeof *s);
     if (s == NULL)
         return SEREX_ENOMEM;
-    memset(s, 0, sizeof *s);
     s->base.ops = &serial_ops;
     s->target = target;
     s->batch = cfg != NULL && cfg->batch != 0 ? cfg->batch : DEFAULT_BATCH;

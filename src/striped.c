@@ -345,31 +345,6 @@ static void keyless_unref(struct serex_striped *s)
 
 /* --- the lane drain --- */
 
-static struct serex__task *lane_pop(struct lane *l)
-{
-    struct serex__task *t;
-
-    serex__spin_lock(&l->pop_lock);
-    t = serex__mpsc_pop_wait_ends(lane_queue(l));
-    serex__spin_unlock(&l->pop_lock);
-    return t;
-}
-
-static unsigned lane_run_batch(struct lane *l, unsigned batch)
-{
-    unsigned ran = 0;
-    struct serex__task *t;
-
-    while (ran < batch && (t = lane_pop(l)) != NULL) {
-        serex_fn fn = t->fn;
-        void *arg = t->arg;
-
-        serex__task_free(t);
-        fn(arg);
-        ran++;
-    }
-    return ran;
-}
 
 /*
  * Accounts for @ran tasks. If that leaves none, the lane's work and its
@@ -414,7 +389,8 @@ static void lane_drain(void *arg)
      * the thread back, so the count carries over rounds: at most `batch`
      * a visit (promise 4; the serial's spin model found the same case). */
     for (unsigned visit = 0;;) {
-        unsigned ran = lane_run_batch(l, s->batch - visit);
+        unsigned ran = serex__mpsc_run(lane_queue(l), &l->pop_lock,
+                                       s->batch - visit);
 
         if (lane_settle(s, l, ran, &last))
             break; /* our reference is gone: no more touches of s */
@@ -896,10 +872,9 @@ int serex_striped_create(serex_executor *target, const serex_serial_config *cfg,
     *out = NULL;
     if (target == NULL || target->ops == NULL)
         return SEREX_EINVAL;
-    s = serex__alloc_aligned(SEREX__CACHELINE, sizeof *s);
+    s = serex__calloc_aligned(SEREX__CACHELINE, sizeof *s);
     if (s == NULL)
         return SEREX_ENOMEM;
-    memset(s, 0, sizeof *s);
     for (unsigned i = 0; i < SHARDS; i++) {
         s->shards[i].buckets =
             serex__calloc(BUCKETS_MIN, sizeof(struct lane *));
