@@ -373,10 +373,12 @@ static void announce(struct serex_scheduler *s)
  * lock is ordered before the announce by the lock, and one made after
  * sees SHUT here. Returns true if awaiters must be told (wake_awaiters).
  */
-static bool active_sub(struct serex_scheduler *s, struct shard *sh, size_t n)
+static bool count_done(struct serex_scheduler *s, struct shard *sh, size_t n)
 {
     /* relaxed: written only under the lock we hold */
     size_t a = atomic_load_explicit(&sh->active, memory_order_relaxed);
+
+    sh->done += n; /* the statistic, under the same lock */
 
     /* relaxed: SHUT is set before shutdown takes this lock */
     if (!(atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT)) {
@@ -435,8 +437,7 @@ static uint64_t settle(struct serex_scheduler *s, struct serex_timer *t)
     SEREX_ASSERT(tag_state(v) != ST_DONE && tag_state(v) != ST_PENDING);
     if (!(v & F_HANDLE))
         rec_free(sh, t);
-    tell = active_sub(s, sh, 1);
-    sh->done++;
+    tell = count_done(s, sh, 1);
     serex__spin_unlock(&sh->lock);
     if (tell)
         wake_awaiters(s);
@@ -571,8 +572,7 @@ static bool cancel_pending(struct serex_timer *t)
      * unlink's stores to the neighbours to leave the store buffer. */
     atomic_store_explicit(&t->w.tag, (v & ~ST_MASK) | ST_DONE,
                           memory_order_relaxed);
-    tell = active_sub(sh->s, sh, 1);
-    sh->done++;
+    tell = count_done(sh->s, sh, 1);
     serex__spin_unlock(&sh->lock);
     if (tell)
         wake_awaiters(sh->s);
@@ -997,8 +997,7 @@ static struct serex__wtimer *shard_sweep(struct shard *sh, bool take)
             rec_free(sh, t);
     }
     if (done > 0) /* SHUT is set: the caller announces */
-        active_sub(sh->s, sh, done);
-    sh->done += done;
+        count_done(sh->s, sh, done);
     serex__spin_unlock(&sh->lock);
     return serex__wtimer_sort(keep);
 }

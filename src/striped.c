@@ -744,19 +744,19 @@ static bool striped_busy_submitting(struct serex_striped *s)
 }
 
 /* Shut down and nothing busy, not counting submissions in flight. */
-static bool striped_quiet(struct serex_striped *s, uint64_t life)
+static bool striped_quiet(struct serex_striped *s)
 {
     /* acquire: one load decides SHUT and that no keyless submission is in
      * flight (as serial_quiet; a keyless task is counted in `life` before
-     * its submitter leaves); `life` must be read after it, so the
-     * caller's earlier look is read again (seq_cst, as the caller's) */
+     * its submitter leaves) */
     uint64_t c = atomic_load_explicit(&s->ctl, memory_order_acquire);
 
     if (!(c & CTL_SHUT) || c >= CTL_INFLIGHT)
         return false;
-    (void)life;
-    life = atomic_load_explicit(&s->life, memory_order_seq_cst);
-    if (LIFE_ACTIVES(life) != 0)
+    /* seq_cst: read after ctl (so it counts that submitter), and the look
+     * that follows an awaiter counting itself (striped_notify) */
+    if (LIFE_ACTIVES(atomic_load_explicit(&s->life, memory_order_seq_cst)) !=
+        0)
         return false;
     for (unsigned i = 0; i < SHARDS; i++) {
         struct shard *sh = &s->shards[i];
@@ -780,10 +780,7 @@ static bool striped_quiet(struct serex_striped *s, uint64_t life)
 
 static bool striped_quiet_cb(void *s)
 {
-    /* seq_cst: the look that follows counting ourselves (striped_notify) */
-    return striped_quiet(s, atomic_load_explicit(
-                                &((struct serex_striped *)s)->life,
-                                memory_order_seq_cst));
+    return striped_quiet(s);
 }
 
 static bool striped_submitting_cb(void *s)
