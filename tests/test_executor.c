@@ -6,96 +6,15 @@
  * futures filtered out of its shutdown_now, EINVAL before dispatch).
  */
 #include "test_util.h"
+#include "test_user_executor.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* --- a user-written executor: a FIFO the test runs by hand --- */
-
-#define USER_CAP 64
-
-struct user_exec {
-    serex_executor base; /* first member, as the vtable requires */
-    serex_fn fns[USER_CAP];
-    void *args[USER_CAP];
-    size_t head, tail;
-    bool shut;
-    int destroyed;
-};
-
-static struct user_exec *user_of(serex_executor *ex)
-{
-    return (struct user_exec *)(void *)ex;
-}
-
-static int user_execute(serex_executor *ex, serex_fn fn, void *arg)
-{
-    struct user_exec *u = user_of(ex);
-
-    if (u->shut)
-        return SEREX_EREJECTED;
-    if (u->tail - u->head == USER_CAP)
-        return SEREX_EFULL;
-    u->fns[u->tail % USER_CAP] = fn;
-    u->args[u->tail % USER_CAP] = arg;
-    u->tail++;
-    return SEREX_OK;
-}
-
-static void user_shutdown(serex_executor *ex)
-{
-    user_of(ex)->shut = true;
-}
-
-static size_t user_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
-                                void *ctx)
-{
-    struct user_exec *u = user_of(ex);
-    size_t n = 0;
-
-    u->shut = true;
-    for (; u->head != u->tail; u->head++, n++)
-        if (on_pending != NULL)
-            on_pending(u->fns[u->head % USER_CAP], u->args[u->head % USER_CAP],
-                       ctx);
-    return n;
-}
-
-static int user_await(serex_executor *ex, int64_t timeout_ns)
-{
-    struct user_exec *u = user_of(ex);
-
-    (void)timeout_ns; /* nothing runs concurrently: no point waiting */
-    return u->shut && u->head == u->tail ? SEREX_OK : SEREX_ETIMEDOUT;
-}
-
-static void user_destroy(serex_executor *ex)
-{
-    user_of(ex)->destroyed++; /* the fixture owns the memory */
-}
-
-static const serex_executor_ops user_ops = {
-    .execute = user_execute,
-    .shutdown = user_shutdown,
-    .shutdown_now = user_shutdown_now,
-    .await_termination = user_await,
-    .destroy = user_destroy,
-};
-
-static bool user_run_one(struct user_exec *u)
-{
-    if (u->head == u->tail)
-        return false;
-    u->head++;
-    serex_run_task(&u->base, u->fns[(u->head - 1) % USER_CAP],
-                   u->args[(u->head - 1) % USER_CAP]);
-    return true;
-}
-
 struct fixture {
-    struct user_exec user;
-    serex_fn pending_fns[USER_CAP];
-    void *pending_args[USER_CAP];
+    struct test_user user;
+    serex_fn pending_fns[TEST_USER_CAP];
+    void *pending_args[TEST_USER_CAP];
     struct test_pending pending;
 };
 
@@ -104,8 +23,8 @@ static int setup(void **state)
     struct fixture *f = calloc(1, sizeof *f);
 
     assert_non_null(f);
-    f->user.base.ops = &user_ops;
-    f->pending.cap = USER_CAP;
+    test_user_init(&f->user);
+    f->pending.cap = TEST_USER_CAP;
     f->pending.fns = f->pending_fns;
     f->pending.args = f->pending_args;
     *state = f;
@@ -118,7 +37,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static int task_value[USER_CAP];
+static int task_value[TEST_USER_CAP];
 
 static void record(void *arg)
 {
@@ -175,7 +94,7 @@ static void executor_user_executor_runs_through_the_vtable(void **state)
     for (int i = 0; i < 8; i++)
         assert_int_equal(serex_execute(&f->user.base, record, &task_value[i]),
                          SEREX_OK);
-    while (user_run_one(&f->user))
+    while (test_user_run_one(&f->user))
         ;
     for (int i = 0; i < 8; i++)
         assert_int_equal(task_value[i], 1);
@@ -207,7 +126,7 @@ static void executor_run_task_makes_edeadlk_work_for_user_executors(
                                    &on_serial), SEREX_OK);
     assert_int_equal(serex_execute(&f->user.base, test_self_wait_task,
                                    &on_user), SEREX_OK);
-    while (user_run_one(&f->user))
+    while (test_user_run_one(&f->user))
         ;
     assert_signalled(on_serial.done);
     assert_signalled(on_user.done);
@@ -235,7 +154,7 @@ static void executor_futures_work_on_a_user_executor(void **state)
 
     assert_int_equal(serex_submit(&f->user.base, answer, NULL, &fut), SEREX_OK);
     assert_int_equal(serex_future_wait(fut, 0), SEREX_ETIMEDOUT);
-    assert_true(user_run_one(&f->user));
+    assert_true(test_user_run_one(&f->user));
     assert_int_equal(serex_future_wait(fut, 0), SEREX_OK);
     assert_ptr_equal(serex_future_value(fut), (void *)(uintptr_t)42);
     serex_future_release(fut);

@@ -10,6 +10,7 @@
  * worker. Every cross-thread wait is bounded by TEST_TIMEOUT.
  */
 #include "test_util.h"
+#include "test_user_executor.h"
 
 #include <stdlib.h> /* calloc, free */
 
@@ -50,20 +51,11 @@ struct hb_producer {
 };
 
 /* A user-written executor: a fixed ring run by hand, with no frames. */
-#define UQ 64
-struct user_ex {
-    serex_executor base;
-    serex_fn fns[UQ];
-    void *args[UQ];
-    size_t head, tail;
-    bool shut;
-};
-
 struct fixture {
     serex_executor *manual;     /* made in setup */
     serex_executor *pool;       /* made by the tests that need one */
     serex_executor *ser[NSER];  /* destroyed last-made first */
-    struct user_ex user;
+    struct test_user user;
     serex_event *done;
     _Atomic long ran;           /* count_task runs */
     _Atomic long target;        /* ran at which count_task signals done */
@@ -123,80 +115,6 @@ static void hb_task(void *arg)
     s->next[it->producer] = it->seq + 1;
 }
 
-/* --- the user-written executor --- */
-
-static struct user_ex *user_of(serex_executor *ex)
-{
-    return serex__container_of(ex, struct user_ex, base);
-}
-
-static int user_execute(serex_executor *ex, serex_fn fn, void *arg)
-{
-    struct user_ex *u = user_of(ex);
-
-    if (u->shut)
-        return SEREX_EREJECTED;
-    if (u->tail - u->head == UQ)
-        return SEREX_EFULL;
-    u->fns[u->tail % UQ] = fn;
-    u->args[u->tail % UQ] = arg;
-    u->tail++;
-    return SEREX_OK;
-}
-
-static void user_shutdown(serex_executor *ex)
-{
-    user_of(ex)->shut = true;
-}
-
-static size_t user_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
-                                void *ctx)
-{
-    struct user_ex *u = user_of(ex);
-    size_t n = 0;
-
-    u->shut = true;
-    for (; u->head != u->tail; u->head++, n++)
-        if (on_pending != NULL)
-            on_pending(u->fns[u->head % UQ], u->args[u->head % UQ], ctx);
-    return n;
-}
-
-static int user_await(serex_executor *ex, int64_t timeout_ns)
-{
-    struct user_ex *u = user_of(ex);
-
-    (void)timeout_ns; /* single-threaded: waiting would never help */
-    return u->shut && u->head == u->tail ? SEREX_OK : SEREX_ETIMEDOUT;
-}
-
-static void user_destroy(serex_executor *ex)
-{
-    user_shutdown_now(ex, NULL, NULL); /* lives in the fixture */
-}
-
-static const serex_executor_ops user_ops = {
-    .execute = user_execute,
-    .shutdown = user_shutdown,
-    .shutdown_now = user_shutdown_now,
-    .await_termination = user_await,
-    .destroy = user_destroy,
-};
-
-static bool user_run_one(struct user_ex *u)
-{
-    serex_fn fn;
-    void *arg;
-
-    if (u->head == u->tail)
-        return false;
-    fn = u->fns[u->head % UQ];
-    arg = u->args[u->head % UQ];
-    u->head++;
-    fn(arg);
-    return true;
-}
-
 /* --- fixture --- */
 
 static int setup(void **state)
@@ -208,7 +126,7 @@ static int setup(void **state)
     assert_int_equal(serex_event_create(&f->done), SEREX_OK);
     for (size_t i = 0; i < 2 * N; i++)
         f->items[i] = (struct item){f, i};
-    f->user.base.ops = &user_ops;
+    test_user_init(&f->user);
     f->pending.cap = 2 * N;
     f->pending.fns = f->pending_fns;
     f->pending.args = f->pending_args;
@@ -225,7 +143,7 @@ static int teardown(void **state)
      * leaves only harmless tasks there), so no destroy waits on them. */
     if (f->manual != NULL)
         test_run_all(f->manual);
-    while (user_run_one(&f->user))
+    while (test_user_run_one(&f->user))
         ;
     for (int i = NSER - 1; i >= 0; i--)
         if (f->ser[i] != NULL)
@@ -445,9 +363,9 @@ static void serial_on_user_executor_keeps_order_and_batch(void **state)
     for (size_t i = 0; i < 10; i++)
         assert_int_equal(serex_execute(s, log_task, &f->items[i]), SEREX_OK);
     assert_int_equal(f->user.tail - f->user.head, 1); /* one drain */
-    assert_true(user_run_one(&f->user));
+    assert_true(test_user_run_one(&f->user));
     assert_int_equal(f->nlog, 4);
-    while (user_run_one(&f->user))
+    while (test_user_run_one(&f->user))
         ;
     assert_int_equal(f->nlog, 10);
     for (size_t i = 0; i < 10; i++)
@@ -456,7 +374,7 @@ static void serial_on_user_executor_keeps_order_and_batch(void **state)
     struct test_self_wait w = {.ex = s, .done = f->done};
 
     assert_int_equal(serex_execute(s, test_self_wait_task, &w), SEREX_OK);
-    while (user_run_one(&f->user))
+    while (test_user_run_one(&f->user))
         ;
     assert_signalled(f->done);
     test_assert_all_edeadlk(&w);
