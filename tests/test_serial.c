@@ -19,6 +19,7 @@
 #define N 1000
 #define NSER 3
 #define HB_PRODUCERS 3
+_Static_assert(HB_PRODUCERS <= TEST_ORDER_PRODUCERS, "test_order size");
 #define HB_PER_PRODUCER 2000
 
 struct fixture;
@@ -31,14 +32,8 @@ struct item {
 
 /* Plain (non-atomic) state of the happens-before test: only the serial's
  * order protects it, so TSan reports any missing happens-before. */
-struct hb_state {
-    long total;
-    long disorder;
-    size_t next[HB_PRODUCERS];
-};
-
 struct hb_item {
-    struct hb_state *s;
+    struct test_order *s;
     unsigned producer;
     size_t seq;
 };
@@ -63,7 +58,7 @@ struct fixture {
     struct item items[2 * N];
     size_t log[2 * N];          /* written by log_task, in run order */
     size_t nlog;
-    struct hb_state hb;
+    struct test_order hb;
     struct test_pending pending;
     serex_fn pending_fns[2 * N];
     void *pending_args[2 * N];
@@ -107,12 +102,8 @@ static void *count_call(void *arg)
 static void hb_task(void *arg)
 {
     struct hb_item *it = arg;
-    struct hb_state *s = it->s;
 
-    s->total++;
-    if (s->next[it->producer] != it->seq)
-        s->disorder++;
-    s->next[it->producer] = it->seq + 1;
+    test_order_see(it->s, it->producer, it->seq);
 }
 
 /* --- fixture --- */

@@ -21,6 +21,7 @@
 
 /* Producers x keys x tasks of the multi-producer order test. */
 #define MP_PRODUCERS 4
+_Static_assert(MP_PRODUCERS <= TEST_ORDER_PRODUCERS, "test_order size");
 #define MP_KEYS 8
 #define MP_PER 500
 
@@ -53,14 +54,8 @@ struct item {
 
 /* Plain per-key state of the multi-producer test: only the key's order
  * protects it, so TSan reports a missing happens-before. */
-struct key_state {
-    long total;
-    long disorder;
-    size_t next[MP_PRODUCERS];
-};
-
 struct mp_item {
-    struct key_state *ks;
+    struct test_order *ks;
     unsigned producer;
     size_t seq;
 };
@@ -84,7 +79,7 @@ struct fixture {
     struct item items[NI];
     const struct item *log[NI]; /* written by log_task, in run order */
     size_t nlog;
-    struct key_state ks[MP_KEYS];
+    struct test_order ks[MP_KEYS];
     struct test_pending pending;
     serex_fn pending_fns[NI];
     void *pending_args[NI];
@@ -136,12 +131,8 @@ static void *value_call(void *arg)
 static void mp_task(void *arg)
 {
     struct mp_item *it = arg;
-    struct key_state *ks = it->ks;
 
-    ks->total++;
-    if (ks->next[it->producer] != it->seq)
-        ks->disorder++;
-    ks->next[it->producer] = it->seq + 1;
+    test_order_see(it->ks, it->producer, it->seq);
 }
 
 /* --- fixture --- */

@@ -40,6 +40,28 @@ static inline void test_signal_task(void *arg)
 #define assert_signalled(ev) \
     assert_int_equal(serex_event_wait((ev), TEST_TIMEOUT), SEREX_OK)
 
+/*
+ * Per-producer order, seen from the tasks: each producer numbers its tasks
+ * 0, 1, 2, ...; a task out of that order counts in `disorder`. Only the
+ * executor under test orders the calls (plain fields).
+ */
+#define TEST_ORDER_PRODUCERS 8
+
+struct test_order {
+    long total;
+    long disorder;
+    size_t next[TEST_ORDER_PRODUCERS];
+};
+
+static inline void test_order_see(struct test_order *o, unsigned producer,
+                                  size_t seq)
+{
+    o->total++;
+    if (o->next[producer] != seq)
+        o->disorder++;
+    o->next[producer] = seq + 1;
+}
+
 /* Collects tasks handed back by shutdown_now, in order. */
 struct test_pending {
     size_t n, cap;
