@@ -89,12 +89,6 @@ static void log_task(void *arg)
     it->f->log[it->f->nlog++] = it->v;
 }
 
-static void never_task(void *arg)
-{
-    (void)arg;
-    fail_msg("a task that must not run ran");
-}
-
 /* Logs itself, and the first time (v == 0) queues item N-1 on the gate. */
 static void reenter_task(void *arg)
 {

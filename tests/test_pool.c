@@ -178,12 +178,6 @@ static void record_pending(serex_fn fn, void *arg, void *ctx)
     f->pending_args[n] = arg;
 }
 
-static void never_task(void *arg)
-{
-    (void)arg;
-    fail_msg("a task handed back by shutdown_now ran");
-}
-
 static void pool_shutdown_now_hands_back_unstarted_in_order(void **state)
 {
     struct fixture *f = *state;

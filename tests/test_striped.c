@@ -94,12 +94,6 @@ static void log_task(void *arg)
     it->f->log[it->f->nlog++] = it;
 }
 
-static void never_task(void *arg)
-{
-    (void)arg;
-    fail_msg("a task that must not run ran");
-}
-
 static void count_task(void *arg)
 {
     struct fixture *f = arg;

@@ -36,6 +36,13 @@ static inline void test_signal_task(void *arg)
     serex_event_signal(arg);
 }
 
+/* A task that must never run: fails the test if it does. */
+static inline void never_task(void *arg)
+{
+    (void)arg;
+    fail_msg("a task that must not run ran");
+}
+
 /* Waits for @ev with the test timeout; fails the test if it never comes. */
 #define assert_signalled(ev) \
     assert_int_equal(serex_event_wait((ev), TEST_TIMEOUT), SEREX_OK)
