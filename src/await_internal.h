@@ -9,6 +9,14 @@
  * lot. Either it sees the waiter or the waiter sees its change, so no
  * wake-up is lost (see serial.c). Past `waiters_max` waiters, a new waiter
  * is not counted and looks again every millisecond instead.
+ *
+ * The wrapper answers with one call, from one load of its flags: done,
+ * not yet, or soon: an execute is between its flag check and counting its
+ * task. "Soon" is never parked on: that execute ends counted or refused,
+ * and a refused one wakes no one. (Two calls, "shut and idle?" and then
+ * "anything in flight?", let an execute count, push and leave between
+ * them: termination reported with its task still to run. The spin model
+ * of the serial drain found that.)
  */
 #ifndef SEREX_AWAIT_INTERNAL_H
 #define SEREX_AWAIT_INTERNAL_H
@@ -23,17 +31,22 @@
 
 #define SEREX__AWAIT_POLL_NS INT64_C(1000000)
 
+enum serex__await_state {
+    SEREX__AWAIT_NOT,   /* not shut down, or tasks left: park */
+    SEREX__AWAIT_SOON,  /* shut down, an execute in flight: look again */
+    SEREX__AWAIT_DONE   /* shut down, nothing in flight, every task done */
+};
+
 struct serex__await {
     _Atomic uint64_t *word;     /* parked on; waiters counted in it */
     uint64_t waiter;            /* one waiter in the word */
     unsigned shift;             /* the waiter count is word >> shift ... */
     uint64_t waiters_max;       /* ... and at most this */
-    bool (*quiet)(void *obj);   /* shut down, and every counted task done */
-    bool (*submitting)(void *obj); /* an execute is still in flight */
+    enum serex__await_state (*state)(void *obj);
     void *obj;
 };
 
-/* Waits for quiet and no submission in flight. @counted: see above. */
+/* Waits for SEREX__AWAIT_DONE. @counted: see above. */
 static inline int serex__await_loop(const struct serex__await *a,
                                     int64_t timeout_ns, bool counted)
 {
@@ -43,13 +56,12 @@ static inline int serex__await_loop(const struct serex__await *a,
         /* seq_cst: the look that follows counting ourselves */
         uint64_t v = atomic_load_explicit(a->word, memory_order_seq_cst);
         int64_t until = deadline;
+        enum serex__await_state st = a->state(a->obj);
 
-        if (a->quiet(a->obj)) {
-            if (!a->submitting(a->obj))
-                return SEREX_OK;
-            /* a submission is finishing: counted or refused in a moment,
-             * and neither wakes us, so look again rather than park */
-            serex__thread_yield();
+        if (st == SEREX__AWAIT_DONE)
+            return SEREX_OK;
+        if (st == SEREX__AWAIT_SOON && timeout_ns != 0) {
+            serex__thread_yield(); /* counted or refused in a moment */
             continue;
         }
         if (!counted && deadline - serex__now_ns() > SEREX__AWAIT_POLL_NS)
@@ -57,9 +69,8 @@ static inline int serex__await_loop(const struct serex__await *a,
         if (timeout_ns == 0 ||
             (serex__park_wait64(a->word, v, until) == SEREX_ETIMEDOUT &&
              until == deadline))
-            return a->quiet(a->obj) && !a->submitting(a->obj)
-                       ? SEREX_OK
-                       : SEREX_ETIMEDOUT;
+            return a->state(a->obj) == SEREX__AWAIT_DONE ? SEREX_OK
+                                                         : SEREX_ETIMEDOUT;
     }
 }
 

@@ -1039,19 +1039,17 @@ static size_t face_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
     return n;
 }
 
-static bool sched_quiet(void *obj)
+/* schedule checks SHUT under its shard lock, so nothing is ever in
+ * flight: done or not. */
+static enum serex__await_state sched_state(void *obj)
 {
     struct serex_scheduler *s = obj;
 
     /* acquire: SHUT and the counts, with what the timers wrote */
     return (atomic_load_explicit(&s->flags, memory_order_acquire) & SHUT) &&
-           total_active(s) == 0;
-}
-
-static bool sched_submitting(void *obj)
-{
-    (void)obj; /* schedule checks SHUT under its shard lock: none */
-    return false;
+                   total_active(s) == 0
+               ? SEREX__AWAIT_DONE
+               : SEREX__AWAIT_NOT;
 }
 
 static int face_await(serex_executor *ex, int64_t timeout_ns)
@@ -1059,7 +1057,7 @@ static int face_await(serex_executor *ex, int64_t timeout_ns)
     struct serex_scheduler *s = sched_of_face(ex);
     const struct serex__await a = {
         &s->life, LIFE_WAITER, LIFE_WAITER_SHIFT, UINT32_MAX,
-        sched_quiet, sched_submitting, s,
+        sched_state, s,
     };
 
     if (serex__forked_since(s->gen))

@@ -77,7 +77,7 @@
  * generation: all four seq_cst, so either the drain sees the waiter or the
  * waiter sees `wip` at 0 (no lost wake-up), and with no waiter the end of
  * a drain costs no system call. Termination is judged from one load of
- * `ctl` (SHUT, and no execute in flight), then `wip` (serial_quiet).
+ * `ctl` (SHUT, and no execute in flight), then `wip` (serial_state).
  *
  * --- Checked by a model ---
  * tests/model/serial_drain.pml is this protocol in Promela, one model step
@@ -91,7 +91,7 @@
  * reported before every accepted task has run; and that everything ends.
  * It does not prove the memory orders (spin steps are sequentially
  * consistent: TSan and the stress tests cover those). It found the two
- * faults fixed in serial_quiet (two loads) and serial_drain (a batch per
+ * faults fixed in serial_state (two loads) and serial_drain (a batch per
  * round, not per visit); its mutations show each check can fail.
  */
 
@@ -366,7 +366,7 @@ static size_t serial_shutdown_now(serex_executor *ex,
 
 /* Shut down, and every task accepted so far has run or was taken back
  * (submissions still in flight are looked at by the callers). */
-static bool serial_quiet(struct serial *s)
+static enum serex__await_state serial_state(struct serial *s)
 {
     /*
      * One load decides both: SHUT is set and no execute is in flight. A
@@ -383,25 +383,18 @@ static bool serial_quiet(struct serial *s)
      */
     uint64_t c = atomic_load_explicit(&s->ctl, memory_order_acquire);
 
-    return (c & CTL_SHUT) && c < CTL_INFLIGHT &&
-           atomic_load_explicit(&s->wip, memory_order_seq_cst) == 0;
+    if (!(c & CTL_SHUT))
+        return SEREX__AWAIT_NOT;
+    if (c >= CTL_INFLIGHT)
+        return SEREX__AWAIT_SOON;
+    return atomic_load_explicit(&s->wip, memory_order_seq_cst) == 0
+               ? SEREX__AWAIT_DONE
+               : SEREX__AWAIT_NOT;
 }
 
-static bool serial_submitting(struct serial *s)
+static enum serex__await_state serial_state_cb(void *s)
 {
-    /* acquire: pairs with the release drop in serial_execute: a task
-     * accepted before shutdown is counted in wip once its execute leaves */
-    return atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT;
-}
-
-static bool serial_quiet_cb(void *s)
-{
-    return serial_quiet(s);
-}
-
-static bool serial_submitting_cb(void *s)
-{
-    return serial_submitting(s);
+    return serial_state(s);
 }
 
 static int serial_await(serex_executor *ex, int64_t timeout_ns)
@@ -409,7 +402,7 @@ static int serial_await(serex_executor *ex, int64_t timeout_ns)
     struct serial *s = serial_of(ex);
     const struct serex__await a = {
         &s->life, LIFE_WAITER, LIFE_WAITER_SHIFT, UINT32_MAX,
-        serial_quiet_cb, serial_submitting_cb, s,
+        serial_state_cb, s,
     };
 
     return serex__await(&a, timeout_ns);

@@ -736,28 +736,23 @@ static size_t striped_shutdown_now(serex_executor *ex,
     return n;
 }
 
-static bool striped_busy_submitting(struct serex_striped *s)
-{
-    /* acquire: pairs with striped_leave: a submission that passed the
-     * flag check before shutdown is counted in `life` once it leaves */
-    return atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT;
-}
-
-/* Shut down and nothing busy, not counting submissions in flight. */
-static bool striped_quiet(struct serex_striped *s)
+/* Shut down with nothing busy, as await_internal.h asks. */
+static enum serex__await_state striped_state(struct serex_striped *s)
 {
     /* acquire: one load decides SHUT and that no keyless submission is in
-     * flight (as serial_quiet; a keyless task is counted in `life` before
+     * flight (as serial_state; a keyless task is counted in `life` before
      * its submitter leaves) */
     uint64_t c = atomic_load_explicit(&s->ctl, memory_order_acquire);
 
-    if (!(c & CTL_SHUT) || c >= CTL_INFLIGHT)
-        return false;
+    if (!(c & CTL_SHUT))
+        return SEREX__AWAIT_NOT;
+    if (c >= CTL_INFLIGHT)
+        return SEREX__AWAIT_SOON;
     /* seq_cst: read after ctl (so it counts that submitter), and the look
      * that follows an awaiter counting itself (striped_notify) */
     if (LIFE_ACTIVES(atomic_load_explicit(&s->life, memory_order_seq_cst)) !=
         0)
-        return false;
+        return SEREX__AWAIT_NOT;
     for (unsigned i = 0; i < SHARDS; i++) {
         struct shard *sh = &s->shards[i];
         size_t busy;
@@ -773,19 +768,14 @@ static bool striped_quiet(struct serex_striped *s)
         busy = atomic_load_explicit(&sh->busy, memory_order_relaxed);
         serex__spin_unlock(&sh->lock);
         if (busy != 0)
-            return false;
+            return SEREX__AWAIT_NOT;
     }
-    return true;
+    return SEREX__AWAIT_DONE;
 }
 
-static bool striped_quiet_cb(void *s)
+static enum serex__await_state striped_state_cb(void *s)
 {
-    return striped_quiet(s);
-}
-
-static bool striped_submitting_cb(void *s)
-{
-    return striped_busy_submitting(s);
+    return striped_state(s);
 }
 
 static int striped_await(serex_executor *ex, int64_t timeout_ns)
@@ -793,7 +783,7 @@ static int striped_await(serex_executor *ex, int64_t timeout_ns)
     struct serex_striped *s = striped_of(ex);
     const struct serex__await a = {
         &s->life, LIFE_WAITER, LIFE_WAITER_SHIFT, LIFE_WAITERS_MAX,
-        striped_quiet_cb, striped_submitting_cb, s,
+        striped_state_cb, s,
     };
 
     return serex__await(&a, timeout_ns);

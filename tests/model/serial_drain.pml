@@ -48,9 +48,8 @@
  *               1: shutdown_now at a nondeterministic point, or never
  *               2: shutdown at a nondeterministic point, or never
  *   AWAITER     1: a thread looks once, at any moment, as
- *               await_termination does (serial_quiet: one load of ctl for
- *               SHUT and no execute in flight, then wip; then
- *               serial_submitting, in serex__await_loop's order)
+ *               await_termination does (serial_state: one load of ctl for
+ *               SHUT and no execute in flight, then wip)
  *   LIVENESS    defined: add the LTL claim all_finish (run pan -a -f)
  *
  * With none of the mutations below, the model is src/serial.c as it is.
@@ -59,9 +58,9 @@
  *   PUSH_BEFORE_COUNT    push, then count in wip (the old bug: two drains)
  *   IDLE_WAITS_FOR_PUSH  an idle drain that owes work waits for a push
  *                        only, not for shutdown_now's subtraction (hangs)
- *   AWAIT_TWO_LOADS      serial_quiet as it was: SHUT from one load of
+ *   AWAIT_TWO_LOADS      the awaiter as it was: SHUT from one load of
  *                        ctl, then wip, and the in-flight count only in
- *                        serial_submitting's later load (README.md,
+ *                        a later load of its own (README.md,
  *                        "Findings", 1: reports termination early)
  *   BATCH_PER_ROUND      serial_drain as it was: each round runs up to
  *                        BATCH tasks, not counting the short rounds before
@@ -545,9 +544,9 @@ proctype target()
 }
 
 /*
- * await_termination: serial_quiet (one load of ctl: SHUT and no execute in
- * flight; then wip == 0), then serial_submitting (ctl again: no execute in
- * flight): three loads, in serex__await_loop's order. One look, at any
+ * await_termination: serial_state (one load of ctl: SHUT and no execute in
+ * flight, else not done; then wip == 0). serex__await_loop looks again at
+ * once when an execute is in flight, rather than park. One look, at any
  * moment: the looks are read-only, so a failed look changes nothing and a
  * later one is the same as a first one made then; whether the awaiter
  * parks and is woken in time (the generation in `life`) is not modelled.
@@ -558,22 +557,25 @@ proctype awaiter()
     byte i;
 
 #ifdef AWAIT_TWO_LOADS
-    /* mutation, serial_quiet as it was: SHUT, then wip == 0 */
+    /* mutation, the old awaiter: SHUT, then wip == 0, then in flight */
     quiet = FLAG(ctl, CTL_SHUT);
+    if
+    :: quiet -> quiet = (wip == 0)
+    :: else
+    fi;
+    if
+    :: quiet -> quiet = (ctl < CTL_INFLIGHT)
+    :: else
+    fi;
 #else
-    /* serial_quiet: SHUT and not submitting from one load of ctl ... */
+    /* serial_state: SHUT and not submitting from one load of ctl ... */
     quiet = FLAG(ctl, CTL_SHUT) && ctl < CTL_INFLIGHT;
-#endif
     /* ... then wip */
     if
     :: quiet -> quiet = (wip == 0)
     :: else
     fi;
-    /* serial_submitting */
-    if
-    :: quiet -> quiet = (ctl < CTL_INFLIGHT)
-    :: else
-    fi;
+#endif
     d_step {
         if
         :: quiet ->
