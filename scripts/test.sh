@@ -18,7 +18,10 @@
 #   g. model      scripts/check_model.sh: the serial drain protocol checked
 #                 exhaustively by spin (installed with apt-get when missing
 #                 and run as root)
-# Each stage has its own build tree under build-test/. A failing stage is
+#   h. static     scripts/check_layers.sh and its --self-test (the include
+#                 graph of src/ keeps its layers), and scripts/check_format.sh
+#                 when there is one: no build, a few seconds
+# Each stage that builds has its own tree under build-test/. A failing stage is
 # reported and the next one still runs; the exit status is non-zero if any
 # stage failed.
 #
@@ -30,6 +33,7 @@
 #   --no-clang      skip stage e
 #   --no-fuzz       skip stage f
 #   --no-model      skip stage g
+#   --no-static     skip stage h
 #   --clean         remove the build trees first (default: reuse them)
 #   --fail-fast     skip the remaining stages after a failure
 # Environment: SEREX_TEST_BUILD_ROOT (default <repo>/build-test), SEREX_JOBS
@@ -46,17 +50,18 @@ test_timeout=${SEREX_TEST_TIMEOUT:-300}
 labels='^(unit|stress|example)$'
 
 run_plain=1 run_asan=1 run_tsan=1 run_consumers=1 run_clang=1 run_fuzz=1
-run_model=1
+run_model=1 run_static=1
 clean=0 fail_fast=0
 for arg in "$@"; do
     case $arg in
-    --quick) run_asan=0 run_tsan=0 run_consumers=0 run_clang=0 run_fuzz=0 run_model=0 ;;
+    --quick) run_asan=0 run_tsan=0 run_consumers=0 run_clang=0 run_fuzz=0 run_model=0 run_static=0 ;;
     --no-asan) run_asan=0 ;;
     --no-tsan) run_tsan=0 ;;
     --no-consumers) run_consumers=0 ;;
     --no-clang) run_clang=0 ;;
     --no-fuzz) run_fuzz=0 ;;
     --no-model) run_model=0 ;;
+    --no-static) run_static=0 ;;
     --clean) clean=1 ;;
     --fail-fast) fail_fast=1 ;;
     -h | --help)
@@ -284,6 +289,19 @@ stage_model() {
     "$src/scripts/check_model.sh"
 }
 
+# Every check runs even after one fails, so one run lists all the findings.
+stage_static() {
+    local rc=0
+    "$src/scripts/check_layers.sh" || rc=1
+    "$src/scripts/check_layers.sh" --self-test || rc=1
+    if [ -f "$src/scripts/check_format.sh" ]; then
+        bash "$src/scripts/check_format.sh" || rc=1
+    else
+        echo "test.sh: no scripts/check_format.sh yet: format not checked"
+    fi
+    return "$rc"
+}
+
 stage_consumers() {
     SEREX_CONSUMER_WORK_DIR=$root/consumers SEREX_JOBS=$jobs \
         "$src/scripts/check_consumers.sh"
@@ -329,6 +347,7 @@ stage "d consumers" "$run_consumers" stage_consumers
 stage "e clang (Debug, -Werror)" "$run_clang" stage_clang
 stage "f fuzz (libFuzzer)" "$run_fuzz" stage_fuzz
 stage "g model (spin)" "$run_model" stage_model
+stage "h static checks" "$run_static" stage_static
 
 # ---- summary ---------------------------------------------------------------------
 passed=0 failed=0

@@ -4,9 +4,8 @@
  * n-th allocation so that allocation failure is tested like any other input.
  */
 #include <stdatomic.h>
-#include <stdio.h>  /* fprintf in assertions */
-#include <stdlib.h>
-#include <string.h> /* memset */ /* malloc, calloc, free */
+#include <stdlib.h> /* malloc, calloc, free */
+#include <string.h> /* memset */
 
 #include "common_internal.h"
 
@@ -69,11 +68,4 @@ unsigned long serex__alloc_fail_nth(unsigned long n)
 
     atomic_store_explicit(&fail_at, n, memory_order_relaxed);
     return made;
-}
-
-void serex__assert_fail(const char *expr, const char *file, int line)
-{
-    fprintf(stderr, "serex: internal assertion failed: %s (%s:%d)\n", expr,
-            file, line);
-    abort();
 }

@@ -24,17 +24,27 @@
  * in order (a target's execute, or the continuation itself, may call back
  * into the channel). The record each operation needs (to park, or to post
  * its continuation) is allocated before `mu` is taken, so SEREX_ENOMEM
- * leaves the channel unchanged. If a target refuses a continuation, it
- * runs on the thread that completed the operation: it is never lost.
+ * leaves the channel unchanged.
+ *
+ * --- A continuation its target will not run ---
+ * A continuation is an internal operation (op_internal.h). If its target
+ * refuses it, it runs on the thread that completed the operation; if the
+ * target accepts it and later takes it back (shutdown_now) or drops it (a
+ * manual executor's destroy), its hook runs it on the thread doing that.
+ * Either way the item it carries reaches its receiver and the record is
+ * freed: never lost, never leaked, and never handed to a user's
+ * on_pending (promise 5, docs/contract.md).
  */
 #include "common_internal.h"
 #include "nodecache_internal.h"
+#include "op_internal.h"
 #include "thread_internal.h"
 
 typedef void (*item_fn)(void *item, void *arg);
 
 /* A sender's or receiver's continuation: parked, or on its way to run. */
 struct waiter {
+    struct serex__op op; /* posted to its target as this op */
     struct waiter *next;
     serex_executor *target;
     serex_fn sent;      /* a sender's; NULL for a receiver */
@@ -96,16 +106,29 @@ static void *ring_take(serex_channel *ch)
 
 /* --- continuations --- */
 
-static void waiter_run(void *arg)
+static void waiter_run(struct serex__op *op)
 {
-    struct waiter w = *(struct waiter *)arg;
+    struct waiter w = *serex__container_of(op, struct waiter, op);
 
-    serex__cache_free(SEREX__CLASS_64, arg);
+    serex__cache_free(SEREX__CLASS_64, op);
     if (w.sent != NULL)
         w.sent(w.arg);
     else
         w.got(w.item, w.arg);
 }
+
+/* Taken back or dropped by its target: run it here (see the essay). */
+static void waiter_dropped(struct serex__op *op, serex_pending_fn on_pending,
+                           void *ctx)
+{
+    (void)on_pending;
+    (void)ctx;
+    waiter_run(op);
+}
+
+static const struct serex__op_class waiter_class = {
+    "channel continuation", waiter_run, waiter_dropped,
+};
 
 /* Posts collected continuations, in order; outside mu. */
 static void post_all(struct fifo *posts)
@@ -113,8 +136,8 @@ static void post_all(struct fifo *posts)
     struct waiter *w;
 
     while ((w = fifo_pop(posts)) != NULL)
-        if (serex_execute(w->target, waiter_run, w) != SEREX_OK)
-            waiter_run(w); /* refused: run here rather than lose it */
+        if (serex__op_submit(w->target, &w->op) != SEREX_OK)
+            waiter_run(&w->op); /* refused: run here rather than lose it */
 }
 
 static struct waiter *waiter_new(serex_executor *target, serex_fn sent,
@@ -123,7 +146,8 @@ static struct waiter *waiter_new(serex_executor *target, serex_fn sent,
     struct waiter *w = serex__cache_alloc(SEREX__CLASS_64);
 
     if (w != NULL)
-        *w = (struct waiter){NULL, target, sent, got, item, arg};
+        *w = (struct waiter){{&waiter_class}, NULL, target, sent, got, item,
+                             arg};
     return w;
 }
 

@@ -37,6 +37,11 @@
 #endif
 _Noreturn void serex__assert_fail(const char *expr, const char *file, int line);
 
+/* A misuse no status code can report (the object is gone: a future
+ * released twice): prints "serex: <call>: <what>" and aborts, in every
+ * build (fatal.c). */
+_Noreturn void serex__misuse(const char *call, const char *what);
+
 /*
  * All allocation goes through these two, so tests can fail any allocation.
  * serex__alloc returns NULL on failure (real or injected).
@@ -86,7 +91,8 @@ void serex__hand_back(serex_fn fn, void *arg, serex_pending_fn on_pending,
 
 /*
  * For submit-like calls of other components: a future for fn(arg), with
- * the task to queue in *task (its argument is the future). If queueing
+ * the task to queue in *task (its argument is the future: an internal
+ * operation, see op_internal.h). If queueing
  * fails, serex__future_abort frees it (it was never shared).
  */
 serex_future *serex__future_new(serex_call_fn fn, void *arg, serex_fn *task);

@@ -7,9 +7,8 @@
 #include <string.h> /* memset */
 
 #include "common_internal.h"
-#include "serial_internal.h"
-#include "stats_internal.h"
-#include "striped_internal.h"
+#include "exec_class_internal.h"
+#include "op_internal.h"
 
 const char *serex_strerror(int status)
 {
@@ -43,31 +42,61 @@ void serex__frame_pop(struct serex__frame *f)
     current_frame = f->prev;
 }
 
-/* What @ex runs on, if it is one of our wrappers. */
-static serex_executor *executor_target(serex_executor *ex)
-{
-    serex_executor *t = serex__serial_target(ex);
-
-    return t != NULL ? t : serex__striped_target(ex);
-}
-
-static int frame_running(serex_executor *ex)
+static bool frame_running(serex_executor *ex)
 {
     for (struct serex__frame *f = current_frame; f != NULL; f = f->prev)
         if (f->ex == ex)
-            return 1;
-    return 0;
+            return true;
+    return false;
+}
+
+/*
+ * A task of @ex, or of anything @ex waits on, waiting for @ex could be the
+ * very task @ex needs to finish first (promise 7). The class says what
+ * @ex waits on (a wrapper's target, a scheduler's timers' targets); the
+ * recursion ends because what an executor runs on never runs on it (a
+ * wrapper's target is fixed at creation, before the wrapper exists).
+ */
+static bool blocks(serex_executor *ex)
+{
+    const struct serex__exec_class *cls;
+
+    if (frame_running(ex))
+        return true;
+    cls = serex__class_of(ex);
+    return cls != NULL && cls->waits_on != NULL && cls->waits_on(ex, blocks);
 }
 
 int serex__frame_blocks(serex_executor *ex)
 {
-    /* A task of @ex, or of anything @ex runs on, waiting for @ex could be
-     * the very task @ex needs to finish first (DESIGN promise 7). The
-     * chain is finite: a wrapper's target is fixed at creation. */
-    for (; ex != NULL; ex = executor_target(ex))
-        if (frame_running(ex))
-            return 1;
-    return 0;
+    /* no frame: this thread runs no task, so nothing can wait on it */
+    return current_frame != NULL && blocks(ex);
+}
+
+/* --- internal operations and classes --- */
+
+void serex__op_run(void *arg)
+{
+    struct serex__op *op = arg;
+
+    op->cls->run(op);
+}
+
+void serex__hand_back(serex_fn fn, void *arg, serex_pending_fn on_pending,
+                      void *ctx)
+{
+    if (fn == serex__op_run) {
+        struct serex__op *op = arg;
+
+        op->cls->dropped(op, on_pending, ctx); /* never the user's */
+    } else if (on_pending != NULL) {
+        on_pending(fn, arg, ctx);
+    }
+}
+
+void serex__class_destroy(serex_executor *ex)
+{
+    serex__class_of(ex)->destroy(ex);
 }
 
 /* --- the generic calls --- */
@@ -95,8 +124,9 @@ struct pending_ctx {
     void *ctx;
 };
 
-/* Interposed so that a future's task is cancelled, not handed back, even
- * when the executor is a user's that knows nothing of futures. */
+/* Interposed so that an internal operation (a future's task, a drain...)
+ * runs its own hook instead of reaching on_pending, even when the executor
+ * is a user's that knows nothing of them. */
 static void pending_filter(serex_fn fn, void *arg, void *ctx)
 {
     struct pending_ctx *pc = ctx;
@@ -147,12 +177,14 @@ int serex_destroy(serex_executor *ex)
 
 int serex_executor_stats(serex_executor *ex, serex_stats *out)
 {
+    const struct serex__exec_class *cls;
+
     if (!executor_valid(ex) || out == NULL)
         return SEREX_EINVAL;
+    cls = serex__class_of(ex);
+    if (cls == NULL)
+        return SEREX_EINVAL; /* a user's executor keeps no stats */
     memset(out, 0, sizeof *out);
-    if (serex__pool_stats(ex, out) || serex__serial_stats(ex, out) ||
-        serex__striped_stats(ex, out) || serex__manual_stats(ex, out) ||
-        serex__scheduler_stats(ex, out))
-        return SEREX_OK;
-    return SEREX_EINVAL;
+    cls->stats(ex, out);
+    return SEREX_OK;
 }

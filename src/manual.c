@@ -5,6 +5,7 @@
  * deterministic tests, so it is simple rather than fast.
  */
 #include "common_internal.h"
+#include "exec_class_internal.h"
 #include "stats_internal.h"
 #include "task_internal.h"
 #include "thread_internal.h"
@@ -21,7 +22,7 @@ struct manual {
     bool shut;                  /* under mu */
 };
 
-static const serex_executor_ops manual_ops;
+static const struct serex__exec_class manual_class;
 
 static struct manual *manual_of(serex_executor *ex)
 {
@@ -141,12 +142,13 @@ static void manual_destroy(serex_executor *ex)
     serex__free(m);
 }
 
-static const serex_executor_ops manual_ops = {
-    .execute = manual_execute,
-    .shutdown = manual_shutdown,
-    .shutdown_now = manual_shutdown_now,
-    .await_termination = manual_await,
-    .destroy = manual_destroy,
+static void manual_stats(serex_executor *ex, serex_stats *out);
+
+/* Runs on the threads that call run_one: it waits on no other executor. */
+static const struct serex__exec_class manual_class = {
+    SEREX__CLASS_OPS(manual_execute, manual_shutdown, manual_shutdown_now,
+                     manual_await),
+    "manual", manual_stats, NULL, manual_destroy,
 };
 
 int serex_manual_create(serex_executor **out)
@@ -168,7 +170,7 @@ int serex_manual_create(serex_executor **out)
         serex__free(m);
         return SEREX_ENOMEM;
     }
-    m->base.ops = &manual_ops;
+    m->base.ops = &manual_class.ops;
     *out = &m->base;
     return SEREX_OK;
 }
@@ -181,7 +183,7 @@ bool serex_manual_run_one(serex_executor *ex)
     serex_fn fn;
     void *arg;
 
-    if (ex == NULL || ex->ops != &manual_ops)
+    if (ex == NULL || serex__class_of(ex) != &manual_class)
         return false;
     m = manual_of(ex);
     serex__mutex_lock(&m->mu);
@@ -210,7 +212,7 @@ size_t serex_manual_run_pending(serex_executor *ex)
 {
     size_t n, ran = 0;
 
-    if (ex == NULL || ex->ops != &manual_ops)
+    if (ex == NULL || serex__class_of(ex) != &manual_class)
         return 0;
     serex__mutex_lock(&manual_of(ex)->mu);
     n = manual_of(ex)->queued;
@@ -220,18 +222,14 @@ size_t serex_manual_run_pending(serex_executor *ex)
     return ran;
 }
 
-bool serex__manual_stats(serex_executor *ex, serex_stats *out)
+static void manual_stats(serex_executor *ex, serex_stats *out)
 {
-    struct manual *m;
+    struct manual *m = manual_of(ex);
 
-    if (ex->ops != &manual_ops)
-        return false;
-    m = manual_of(ex);
     serex__mutex_lock(&m->mu);
     out->submitted = m->submitted;
     out->completed = m->completed;
     out->rejected = m->rejected;
     out->queued = m->queued;
     serex__mutex_unlock(&m->mu);
-    return true;
 }

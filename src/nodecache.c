@@ -2,10 +2,23 @@
 /*
  * nodecache.c - per-thread block lists with a bounded global depot (see
  * nodecache_internal.h for the design).
+ *
+ * Under AddressSanitizer every byte of a block the cache holds is poisoned,
+ * so any access to it is reported. The cache's own links then cannot live
+ * in the block: LeakSanitizer does not follow pointers stored in poisoned
+ * memory, and would report every block past the head of a list as leaked.
+ * So in that build each block carries its links after its class size,
+ * where no user of the block reaches: the links are unpoisoned while the
+ * block is in the cache and poisoned (with the rest of the allocation's
+ * tail) while it is handed out, so an overflow is still caught. In every
+ * other build the links overlay the first 16 bytes of the free block and
+ * cost nothing. A block goes back to free() unpoisoned, as malloc made it.
  */
 #include "nodecache_internal.h"
 
-#include <stdatomic.h>
+#ifdef SEREX__CACHE_POISONS
+#  include <sanitizer/asan_interface.h>
+#endif
 
 #include "common_internal.h"
 #include "spinlock_internal.h"
@@ -15,22 +28,23 @@
 #define LOCAL_MAX (2 * CHAIN)   /* a thread's list never holds more */
 #define DEPOT_MAX_CHAINS 256    /* per class: 16384 blocks */
 
-static const size_t class_size[SEREX__NCLASSES] = {32, 64, 96, 128};
+static const size_t class_size[SEREX__NCLASSES] = {32, 64, 128};
 
-struct block {
-    struct block *next;       /* in a thread list or a chain */
-    struct block *next_chain; /* first block of a chain: the depot's list */
+/* A free block's links; every class has room for them (32 bytes or more). */
+struct links {
+    void *next;       /* in a thread list or a chain */
+    void *next_chain; /* first block of a chain: the depot's list */
 };
 
 struct tcache {
-    struct block *head[SEREX__NCLASSES];
+    void *head[SEREX__NCLASSES];
     unsigned count[SEREX__NCLASSES];
     int registered; /* the exit destructor is armed for this thread */
 };
 
 struct depot {
     serex__spinlock lock; /* held for a pointer swap only */
-    struct block *chains;
+    void *chains;
     unsigned nchains;
 };
 
@@ -39,6 +53,69 @@ static struct depot depots[SEREX__NCLASSES]; /* zero: unlocked, empty */
 static serex__once key_once = SEREX__ONCE_INIT;
 static serex__tls_key exit_key;
 static int key_ok;
+
+/* --- where the links are, and poisoning (AddressSanitizer only) --- */
+
+#ifdef SEREX__CACHE_POISONS
+#  define LINKS_AT(cls) class_size[cls]
+#  define LINKS_ROOM sizeof(struct links)
+#  define cache_poison(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#  define cache_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#  define LINKS_AT(cls) ((void)(cls), (size_t)0)
+#  define LINKS_ROOM ((size_t)0)
+#  define cache_poison(p, n) ((void)(p), (void)(n))
+#  define cache_unpoison(p, n) ((void)(p), (void)(n))
+#endif
+
+static struct links *links_of(enum serex__cache_class cls, void *b)
+{
+    return (struct links *)(void *)((char *)b + LINKS_AT(cls));
+}
+
+static size_t block_align(enum serex__cache_class cls)
+{
+    return class_size[cls] % 64 == 0 ? 64 : 32;
+}
+
+/* What a block takes from malloc: its class, plus its links under ASan,
+ * rounded up to its alignment (aligned_alloc wants a multiple). */
+static size_t block_room(enum serex__cache_class cls)
+{
+    size_t align = block_align(cls);
+
+    return (class_size[cls] + LINKS_ROOM + align - 1) / align * align;
+}
+
+/* A block leaves the cache: all of its class size is the caller's again,
+ * and nothing after it. */
+static void *block_hand_out(enum serex__cache_class cls, void *b)
+{
+    cache_unpoison(b, class_size[cls]);
+    cache_poison((char *)b + class_size[cls], block_room(cls) - class_size[cls]);
+    return b;
+}
+
+/* A block enters the cache: only its links may be touched, by the cache. */
+static void block_take_in(enum serex__cache_class cls, void *b)
+{
+    cache_poison(b, class_size[cls]);
+    cache_unpoison(links_of(cls, b), sizeof(struct links));
+}
+
+/* Gives every block of a chain (or list) linked by `next` back to free(). */
+static void chain_free(enum serex__cache_class cls, void *chain)
+{
+    while (chain != NULL) {
+        void *next = links_of(cls, chain)->next;
+
+        cache_unpoison(chain, block_room(cls));
+        serex__free(chain);
+        chain = next;
+    }
+}
+
+/* --- the depot --- */
 
 static void depot_lock(struct depot *d)
 {
@@ -51,49 +128,47 @@ static void depot_unlock(struct depot *d)
 }
 
 /* Gives a chain of CHAIN blocks to the depot, or frees it if it is full. */
-static void depot_put(enum serex__cache_class cls, struct block *chain)
+static void depot_put(enum serex__cache_class cls, void *chain)
 {
     struct depot *d = &depots[cls];
 
     depot_lock(d);
     if (d->nchains < DEPOT_MAX_CHAINS) {
-        chain->next_chain = d->chains;
+        links_of(cls, chain)->next_chain = d->chains;
         d->chains = chain;
         d->nchains++;
         chain = NULL;
     }
     depot_unlock(d);
-    while (chain != NULL) {
-        struct block *next = chain->next;
-        serex__free(chain);
-        chain = next;
-    }
+    chain_free(cls, chain);
 }
 
-static struct block *depot_take(enum serex__cache_class cls)
+static void *depot_take(enum serex__cache_class cls)
 {
     struct depot *d = &depots[cls];
-    struct block *chain;
+    void *chain;
 
     depot_lock(d);
     chain = d->chains;
     if (chain != NULL) {
-        d->chains = chain->next_chain;
+        d->chains = links_of(cls, chain)->next_chain;
         d->nchains--;
     }
     depot_unlock(d);
     return chain;
 }
 
+/* --- the thread lists --- */
+
 /* Detaches the first CHAIN blocks of the thread's list as a chain. */
-static struct block *local_detach_chain(enum serex__cache_class cls)
+static void *local_detach_chain(enum serex__cache_class cls)
 {
-    struct block *first = tc.head[cls], *last = first;
+    void *first = tc.head[cls], *last = first;
 
     for (unsigned i = 1; i < CHAIN; i++)
-        last = last->next;
-    tc.head[cls] = last->next;
-    last->next = NULL;
+        last = links_of(cls, last)->next;
+    tc.head[cls] = links_of(cls, last)->next;
+    links_of(cls, last)->next = NULL;
     tc.count[cls] -= CHAIN;
     return first;
 }
@@ -101,14 +176,13 @@ static struct block *local_detach_chain(enum serex__cache_class cls)
 static void cache_thread_exit(void *unused)
 {
     (void)unused;
-    for (int cls = 0; cls < SEREX__NCLASSES; cls++) {
+    for (int c = 0; c < SEREX__NCLASSES; c++) {
+        enum serex__cache_class cls = (enum serex__cache_class)c;
+
         while (tc.count[cls] >= CHAIN)
-            depot_put((enum serex__cache_class)cls, local_detach_chain(cls));
-        while (tc.head[cls] != NULL) {
-            struct block *b = tc.head[cls];
-            tc.head[cls] = b->next;
-            serex__free(b);
-        }
+            depot_put(cls, local_detach_chain(cls));
+        chain_free(cls, tc.head[cls]);
+        tc.head[cls] = NULL;
         tc.count[cls] = 0;
     }
 }
@@ -129,39 +203,41 @@ static void cache_register_thread(void)
 
 static void *cache_refill(enum serex__cache_class cls)
 {
-    struct block *chain;
-    size_t size = class_size[cls];
+    void *b;
 
     if (serex__unlikely(!tc.registered))
         cache_register_thread();
-    chain = depot_take(cls);
-    if (chain == NULL)
-        return serex__alloc_aligned(size % 64 == 0 ? 64 : 32, size);
-    tc.head[cls] = chain->next;
-    tc.count[cls] = CHAIN - 1;
-    return chain;
+    b = depot_take(cls);
+    if (b != NULL) {
+        tc.head[cls] = links_of(cls, b)->next;
+        tc.count[cls] = CHAIN - 1;
+    } else {
+        b = serex__alloc_aligned(block_align(cls), block_room(cls));
+        if (b == NULL)
+            return NULL;
+    }
+    return block_hand_out(cls, b);
 }
 
 void *serex__cache_alloc(enum serex__cache_class cls)
 {
-    struct block *b = tc.head[cls];
+    void *b = tc.head[cls];
 
     if (serex__likely(b != NULL)) {
-        tc.head[cls] = b->next;
+        tc.head[cls] = links_of(cls, b)->next;
         tc.count[cls]--;
-        return b;
+        return block_hand_out(cls, b);
     }
     return cache_refill(cls);
 }
 
 void serex__cache_free(enum serex__cache_class cls, void *block)
 {
-    struct block *b = block;
-
     if (serex__unlikely(!tc.registered))
         cache_register_thread();
-    b->next = tc.head[cls];
-    tc.head[cls] = b;
+    block_take_in(cls, block);
+    links_of(cls, block)->next = tc.head[cls];
+    tc.head[cls] = block;
     if (serex__unlikely(++tc.count[cls] > LOCAL_MAX))
         depot_put(cls, local_detach_chain(cls));
 }
@@ -169,15 +245,12 @@ void serex__cache_free(enum serex__cache_class cls, void *block)
 void serex__cache_trim(void)
 {
     cache_thread_exit(NULL);
-    for (int cls = 0; cls < SEREX__NCLASSES; cls++) {
-        struct block *chain;
-        while ((chain = depot_take((enum serex__cache_class)cls)) != NULL) {
-            while (chain != NULL) {
-                struct block *next = chain->next;
-                serex__free(chain);
-                chain = next;
-            }
-        }
+    for (int c = 0; c < SEREX__NCLASSES; c++) {
+        enum serex__cache_class cls = (enum serex__cache_class)c;
+        void *chain;
+
+        while ((chain = depot_take(cls)) != NULL)
+            chain_free(cls, chain);
     }
 }
 

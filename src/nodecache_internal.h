@@ -21,12 +21,27 @@
 #include <stddef.h>
 
 enum serex__cache_class {
-    SEREX__CLASS_32,  /* 32 bytes: futures, keyless wrappers */
-    SEREX__CLASS_64,  /* 64 bytes, cache-line aligned: task nodes */
-    SEREX__CLASS_96,  /* 96 bytes: striped lanes */
-    SEREX__CLASS_128, /* 128 bytes */
+    SEREX__CLASS_32,  /* 32 bytes: futures, gate nodes, keyless wrappers */
+    SEREX__CLASS_64,  /* 64 bytes, cache-line aligned: task nodes, channel
+                         waiters */
+    SEREX__CLASS_128, /* 128 bytes, cache-line aligned: striped lanes */
     SEREX__NCLASSES
 };
+
+/*
+ * Under AddressSanitizer a block is poisoned for its whole class size from
+ * serex__cache_free until serex__cache_alloc hands it out again, so a use
+ * after free through the cache (a future waited on after its release) is
+ * reported as use-after-poison, with the stack of the access. Without
+ * this, the cache would hide such a bug from ASan: free() is never called.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#  define SEREX__CACHE_POISONS 1
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer)
+#    define SEREX__CACHE_POISONS 1
+#  endif
+#endif
 
 /* A block of the class (aligned to 64 when its size is a multiple of 64,
  * else to 32); NULL if out of memory. */
@@ -36,7 +51,7 @@ void serex__cache_free(enum serex__cache_class cls, void *block);
 /* Frees the depot and the calling thread's list (tests: leak checks). */
 void serex__cache_trim(void);
 
-/* fork(): hold every depot across it (see serex__fork_register). */
+/* fork(): hold every depot across it (fork.c; see fork_internal.h). */
 void serex__cache_fork_lock(void);
 void serex__cache_fork_unlock(void);
 

@@ -37,7 +37,7 @@ int serex__park_wait64(_Atomic uint64_t *word, uint64_t expected,
  */
 void serex__park_wake_all(const volatile void *word);
 
-/* fork(): hold every bucket across it (see serex__fork_register). */
+/* fork(): hold every bucket across it (fork.c; see fork_internal.h). */
 void serex__park_fork_lock(void);
 void serex__park_fork_unlock(void);
 

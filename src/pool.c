@@ -91,6 +91,8 @@
 #include <stdio.h>  /* snprintf for thread names */
 
 #include "common_internal.h"
+#include "exec_class_internal.h"
+#include "fork_internal.h"
 #include "stats_internal.h"
 #include "pool_internal.h"
 #include "spinlock_internal.h"
@@ -187,7 +189,7 @@ struct pool {
     struct slot *slots;    /* max of them */
 };
 
-static const serex_executor_ops pool_ops;
+static const struct serex__exec_class pool_class;
 
 static struct pool *pool_of(serex_executor *ex)
 {
@@ -978,12 +980,13 @@ static void pool_destroy(serex_executor *ex)
     pool_free(p);
 }
 
-static const serex_executor_ops pool_ops = {
-    .execute = pool_execute,
-    .shutdown = pool_shutdown,
-    .shutdown_now = pool_shutdown_now,
-    .await_termination = pool_await,
-    .destroy = pool_destroy,
+static void pool_stats(serex_executor *ex, serex_stats *out);
+
+/* A pool runs on threads of its own: it waits on no other executor. */
+static const struct serex__exec_class pool_class = {
+    SEREX__CLASS_OPS(pool_execute, pool_shutdown, pool_shutdown_now,
+                     pool_await),
+    "pool", pool_stats, NULL, pool_destroy,
 };
 
 /* --- creation --- */
@@ -1074,7 +1077,7 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
         return SEREX_ENOMEM;
     }
     p->mask = RING_MIN - 1;
-    p->base.ops = &pool_ops;
+    p->base.ops = &pool_class.ops;
     rc = pool_start_core(p);
     if (rc != SEREX_OK) {
         pool_free(p); /* joins the threads that did start */
@@ -1103,14 +1106,11 @@ unsigned long serex__pool_wakes(serex_executor *ex)
     return n;
 }
 
-bool serex__pool_stats(serex_executor *ex, serex_stats *out)
+static void pool_stats(serex_executor *ex, serex_stats *out)
 {
-    struct pool *p;
+    struct pool *p = pool_of(ex);
     uint64_t waiting = 0;
 
-    if (ex->ops != &pool_ops)
-        return false;
-    p = pool_of(ex);
     serex__spin_lock(&p->put_lock);
     out->submitted = p->put_tail;
     out->rejected = p->rejected;
@@ -1127,5 +1127,4 @@ bool serex__pool_stats(serex_executor *ex, serex_stats *out)
     }
     out->queued = waiting;
     out->threads = atomic_load_explicit(&p->live, memory_order_relaxed);
-    return true;
 }

@@ -94,10 +94,12 @@
 
 #include "await_internal.h"
 #include "common_internal.h"
-#include "stats_internal.h"
+#include "exec_class_internal.h"
+#include "fork_internal.h"
+#include "op_internal.h"
 #include "park_internal.h"
-#include "scheduler_internal.h"
 #include "spinlock_internal.h"
+#include "stats_internal.h"
 #include "thread_internal.h"
 #include "wheel_internal.h"
 
@@ -113,6 +115,7 @@
 #define ST_RUNNING UINT64_C(2)
 #define ST_STOPPED UINT64_C(3)
 #define ST_DONE UINT64_C(4)
+#define ST_FREED UINT64_C(7) /* back in its slab: no handle, no owner */
 #define F_HANDLE UINT64_C(8)
 #define F_PERIODIC UINT64_C(16)
 #define F_FIXED_DELAY UINT64_C(32)
@@ -133,11 +136,24 @@
 #define SLAB_HEADER ((size_t)64)
 
 struct serex_timer {
-    struct serex__wtimer w; /* key: the due time; tag: seq | flags | state */
+    union {
+        /* key: the due time; tag: seq | flags | state */
+        struct serex__wtimer w;
+        /* QUEUED and RUNNING: the run is queued on its target as this op.
+         * It overlays the wheel link `next`, unused out of the wheel, so
+         * the run's header costs no byte (op_internal.h). */
+        struct serex__op op;
+    };
     serex_fn fn;
     void *arg;
     serex_executor *target; /* NULL: the timer thread */
 };
+
+_Static_assert(offsetof(struct serex_timer, op) ==
+                       offsetof(struct serex_timer, w.next) &&
+                   sizeof(struct serex__op) ==
+                       sizeof(((struct serex__wtimer *)0)->next),
+               "the run's op overlays the wheel link only");
 
 struct periodic {
     struct serex_timer t;
@@ -196,7 +212,8 @@ struct serex_scheduler {
     _Atomic uint64_t life;
 };
 
-static const serex_executor_ops face_ops;
+static const struct serex__exec_class sched_class;
+static const struct serex__op_class timer_run_class;
 
 static struct serex_scheduler *sched_of_face(serex_executor *ex)
 {
@@ -313,6 +330,10 @@ static void rec_free(struct shard *sh, void *r)
     SEREX_ASSERT(sl->shard == sh);
     if (slab_full(sl))
         slab_link(sh, sl);
+    /* relaxed: under the lock; what a release of a stale handle finds
+     * (the free-list link below overwrites only the first word) */
+    atomic_store_explicit(&((struct serex_timer *)r)->w.tag, ST_FREED,
+                          memory_order_relaxed);
     *(void **)r = sl->free;
     sl->free = r;
     if (--sl->used > 0)
@@ -588,6 +609,9 @@ bool serex_timer_cancel(serex_timer *t)
     /* relaxed: a first guess; every decision below is a CAS or is taken
      * under the shard lock */
     v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+    if (serex__unlikely(!(v & F_HANDLE))) /* only the holder clears it */
+        serex__misuse("serex_timer_cancel",
+                      "timer used after serex_timer_release");
     for (;;) {
         switch (tag_state(v)) {
         case ST_PENDING:
@@ -620,6 +644,11 @@ void serex_timer_release(serex_timer *t)
     /* acquire: if DONE, the settle that made it is visible before we free */
     v = atomic_load_explicit(&t->w.tag, memory_order_acquire);
     for (;;) {
+        /* HANDLE is cleared by the holder only (here), and a freed
+         * record reads ST_FREED without it: a second release lands here */
+        if (serex__unlikely(!(v & F_HANDLE)))
+            serex__misuse("serex_timer_release",
+                          "timer handle released twice");
         if (tag_state(v) == ST_DONE) {
             struct shard *sh = shard_of(t);
 
@@ -725,19 +754,21 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t)
         settle(s, t);
 }
 
-void serex__timer_task(void *arg)
+/* A run handed to a target: the target runs it. */
+static void timer_run(struct serex__op *op)
 {
-    struct serex_timer *t = arg;
+    struct serex_timer *t = serex__container_of(op, struct serex_timer, op);
     struct serex_scheduler *s = shard_of(t)->s;
 
     run_timer(s, t);
     run_out(s);
 }
 
-void serex__timer_taken_back(void *arg, serex_pending_fn on_pending,
-                             void *ctx)
+/* A run its target took back or dropped: the timer ends. */
+static void timer_run_dropped(struct serex__op *op,
+                              serex_pending_fn on_pending, void *ctx)
 {
-    struct serex_timer *t = arg;
+    struct serex_timer *t = serex__container_of(op, struct serex_timer, op);
     struct serex_scheduler *s = shard_of(t)->s;
     serex_fn fn = t->fn;
     void *targ = t->arg;
@@ -778,7 +809,8 @@ static void dispatch(struct serex_scheduler *s, struct serex_timer *t)
     }
     /* relaxed: a count; destroy reads it only after joining this thread */
     atomic_fetch_add_explicit(&s->life, LIFE_RUN, memory_order_relaxed);
-    rc = target->ops->execute(target, serex__timer_task, t);
+    t->op.cls = &timer_run_class; /* out of the wheel: `next` is free */
+    rc = serex__op_submit(target, &t->op);
     if (rc == SEREX_OK)
         return; /* t may be gone already */
     atomic_fetch_sub_explicit(&s->life, LIFE_RUN, memory_order_relaxed);
@@ -1109,8 +1141,108 @@ static void face_destroy(serex_executor *ex)
         free_scheduler(s);
 }
 
-static const serex_executor_ops face_ops = {
-    face_execute, face_shutdown, face_shutdown_now, face_await, face_destroy,
+static const struct serex__op_class timer_run_class = {
+    "timer run", timer_run, timer_run_dropped,
+};
+
+static void sched_stats(serex_executor *ex, serex_stats *out)
+{
+    struct serex_scheduler *s = sched_of_face(ex);
+
+    for (unsigned i = 0; i < s->nshards; i++) {
+        struct shard *sh = &s->shards[i];
+
+        serex__spin_lock(&sh->lock);
+        out->submitted += sh->scheduled;
+        out->completed += sh->done;
+        serex__spin_unlock(&sh->lock);
+    }
+    out->pending_timers = total_active(s);
+    /* relaxed: a statistic */
+    out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
+}
+
+/*
+ * Schedulers whose timers this thread is looking through (sched_waits_on),
+ * innermost first: a cycle of schedulers aimed at each other's faces ends
+ * at the second visit instead of recursing for ever.
+ */
+struct sched_visit {
+    const struct serex_scheduler *s;
+    struct sched_visit *prev;
+};
+static _Thread_local struct sched_visit *visiting;
+
+#define FACES_MAX 8u /* other schedulers' faces among one shard's targets */
+
+/*
+ * Whether @blocks says yes to a target of one of @sh's timers that are not
+ * done (in the wheel, queued or running: each will run on its target, or
+ * has to finish there, before the scheduler terminates). Called with
+ * nothing locked. The records are read under the shard lock (a record is
+ * freed only under it); @blocks is called under it too, except for targets
+ * that are schedulers' faces, which take shard locks of their own: those
+ * are collected and asked after unlocking, so no two shard locks are ever
+ * held at once. More than FACES_MAX of them: answer yes (cannot tell).
+ */
+static bool shard_waits_on(struct shard *sh, bool (*blocks)(serex_executor *))
+{
+    serex_executor *faces[FACES_MAX], *last = NULL;
+    unsigned nfaces = 0;
+    bool yes = false;
+
+    serex__spin_lock(&sh->lock);
+    for (struct slab *sl = sh->all; sl != NULL && !yes; sl = sl->all_next) {
+        for (char *r = (char *)sl + SLAB_HEADER;
+             r + rec_size[sl->cls] <= sl->bump && !yes;
+             r += rec_size[sl->cls]) {
+            struct serex_timer *t = (struct serex_timer *)(void *)r;
+            /* relaxed: records leave the wheel and are freed only under
+             * the lock we hold; a QUEUED or RUNNING one may end meanwhile,
+             * and counting it is what a caller a moment earlier would get */
+            uint64_t st = tag_state(
+                atomic_load_explicit(&t->w.tag, memory_order_relaxed));
+
+            if (st == ST_DONE || st == ST_FREED || t->target == NULL ||
+                t->target == last)
+                continue;
+            last = t->target;
+            if (serex__class_of(last) != &sched_class)
+                yes = blocks(last);
+            else if (nfaces == FACES_MAX)
+                yes = true;
+            else
+                faces[nfaces++] = last;
+        }
+    }
+    serex__spin_unlock(&sh->lock);
+    for (unsigned i = 0; i < nfaces && !yes; i++)
+        yes = blocks(faces[i]);
+    return yes;
+}
+
+/* A scheduler waits on every executor a timer of it not done yet runs on
+ * (promise 7): a task of one of them awaiting it may hold up that run. */
+static bool sched_waits_on(serex_executor *ex, bool (*blocks)(serex_executor *))
+{
+    struct serex_scheduler *s = sched_of_face(ex);
+    struct sched_visit me = {s, visiting};
+    bool yes = false;
+
+    for (struct sched_visit *v = visiting; v != NULL; v = v->prev)
+        if (v->s == s)
+            return false; /* asked already, further up */
+    visiting = &me;
+    for (unsigned i = 0; i < s->nshards && !yes; i++)
+        yes = shard_waits_on(&s->shards[i], blocks);
+    visiting = me.prev;
+    return yes;
+}
+
+static const struct serex__exec_class sched_class = {
+    SEREX__CLASS_OPS(face_execute, face_shutdown, face_shutdown_now,
+                     face_await),
+    "scheduler", sched_stats, sched_waits_on, face_destroy,
 };
 
 serex_executor *serex_scheduler_executor(serex_scheduler *s)
@@ -1181,7 +1313,7 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     s = serex__calloc_aligned(SEREX__CACHELINE, sizeof *s);
     if (s == NULL)
         return SEREX_ENOMEM;
-    s->face.ops = &face_ops;
+    s->face.ops = &sched_class.ops;
     s->gen = serex__fork_register();
     s->clock = c.clock;
     s->clock_ctx = c.clock_ctx;
@@ -1204,25 +1336,4 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     }
     *out = s;
     return SEREX_OK;
-}
-
-bool serex__scheduler_stats(serex_executor *ex, serex_stats *out)
-{
-    struct serex_scheduler *s;
-
-    if (ex->ops != &face_ops)
-        return false;
-    s = sched_of_face(ex);
-    for (unsigned i = 0; i < s->nshards; i++) {
-        struct shard *sh = &s->shards[i];
-
-        serex__spin_lock(&sh->lock);
-        out->submitted += sh->scheduled;
-        out->completed += sh->done;
-        serex__spin_unlock(&sh->lock);
-    }
-    out->pending_timers = total_active(s);
-    /* relaxed: a statistic */
-    out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
-    return true;
 }

@@ -97,11 +97,12 @@
 
 #include "await_internal.h"
 #include "common_internal.h"
-#include "stats_internal.h"
+#include "exec_class_internal.h"
 #include "mpsc_internal.h"
+#include "op_internal.h"
 #include "park_internal.h"
-#include "serial_internal.h"
 #include "spinlock_internal.h"
+#include "stats_internal.h"
 #include "thread_internal.h"
 
 #define DEFAULT_BATCH 64u
@@ -122,6 +123,7 @@ struct serial {
     serex_executor base;
     serex_executor *target;
     unsigned batch;
+    struct serex__op drain; /* what the target runs: one drain at a time */
 
     /* Producers' line: the queue's tail and the producers' counters. */
     _Alignas(SEREX__CACHELINE) struct serex__task *_Atomic tail;
@@ -139,8 +141,6 @@ struct serial {
     _Atomic uint64_t life;  /* drains | DETACHED | generation | waiters */
 };
 
-static const serex_executor_ops serial_ops;
-
 static struct serial *serial_of(serex_executor *ex)
 {
     return serex__container_of(ex, struct serial, base);
@@ -152,8 +152,6 @@ static struct serex__mpsc_ends serial_queue(struct serial *s)
 }
 
 /* --- the drain --- */
-
-static void serial_drain(void *arg);
 
 /* Wakes awaiters: something they wait for changed (see the essay). */
 static void serial_bump_life(struct serial *s)
@@ -182,9 +180,9 @@ static void serial_drain_exit(struct serial *s)
         serex__free(s);
 }
 
-static void serial_drain(void *arg)
+static void serial_drain(struct serex__op *op)
 {
-    struct serial *s = arg;
+    struct serial *s = serex__container_of(op, struct serial, drain);
     struct serex__frame frame;
 
     serex__frame_push(&frame, &s->base);
@@ -209,7 +207,7 @@ static void serial_drain(void *arg)
         /* A full batch: give the thread back, unless the target refuses
          * (it is shutting down, say): then keep going here. */
         if ((visit += ran) == s->batch) {
-            if (serex_execute(s->target, serial_drain, s) == SEREX_OK) {
+            if (serex__op_submit(s->target, &s->drain) == SEREX_OK) {
                 serex__frame_pop(&frame);
                 return; /* our reference passes to the resubmitted drain */
             }
@@ -247,6 +245,9 @@ static bool serial_refused(struct serial *s)
         t = serex__mpsc_pop_wait_ends(serial_queue(s)); /* ours: the only one */
     serex__spin_unlock(&s->pop_lock);
     if (t == NULL) {
+        /* relaxed: BROKEN only makes execute refuse and destroy drop; our
+         * caller's release drop of its in-flight count publishes it to
+         * shutdown_now and destroy */
         atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
         return false;
     }
@@ -262,7 +263,7 @@ static int serial_start_drain(struct serial *s)
 
     /* relaxed: ordered before the submission, which the target orders */
     atomic_fetch_add_explicit(&s->life, LIFE_DRAIN, memory_order_relaxed);
-    rc = serex_execute(s->target, serial_drain, s);
+    rc = serex__op_submit(s->target, &s->drain);
     if (rc == SEREX_OK)
         return SEREX_OK;
     serial_drain_exit(s);
@@ -436,12 +437,53 @@ static void serial_destroy(serex_executor *ex)
         serex__free(s);
 }
 
-static const serex_executor_ops serial_ops = {
-    .execute = serial_execute,
-    .shutdown = serial_shutdown,
-    .shutdown_now = serial_shutdown_now,
-    .await_termination = serial_await,
-    .destroy = serial_destroy,
+/*
+ * The target took the drain back or dropped it (shutdown_now, a destroy):
+ * its tasks can never run from there. Keep them for the serial's own
+ * shutdown_now or destroy, refuse new ones, and release the drain's
+ * reference. The drain is not the user's: on_pending never sees it.
+ */
+static void serial_drain_dropped(struct serex__op *op,
+                                 serex_pending_fn on_pending, void *ctx)
+{
+    struct serial *s = serex__container_of(op, struct serial, drain);
+
+    (void)on_pending;
+    (void)ctx;
+    /* relaxed: BROKEN only makes execute refuse, and destroy drop what is
+     * queued; the drain's exit below (acq_rel) orders it for the last
+     * reference's holder */
+    atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+    serial_drain_exit(s);
+}
+
+static const struct serex__op_class drain_class = {
+    "serial drain", serial_drain, serial_drain_dropped,
+};
+
+static void serial_stats(serex_executor *ex, serex_stats *out)
+{
+    struct serial *s = serial_of(ex);
+
+    /* relaxed (all): a statistic */
+    out->completed = atomic_load_explicit(&s->completed, memory_order_relaxed);
+    out->queued = atomic_load_explicit(&s->wip, memory_order_relaxed);
+    out->submitted = out->completed + out->queued +
+                     atomic_load_explicit(&s->taken, memory_order_relaxed);
+    out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
+}
+
+/* A serial waits on its target (promise 7). */
+static bool serial_waits_on(serex_executor *ex,
+                            bool (*blocks)(serex_executor *))
+{
+    return blocks(serial_of(ex)->target);
+}
+
+static const struct serex__exec_class serial_class = {
+    SEREX__CLASS_OPS(serial_execute, serial_shutdown, serial_shutdown_now,
+                     serial_await),
+    "serial", serial_stats, serial_waits_on, serial_destroy,
 };
 
 int serex_serial_create(serex_executor *target, const serex_serial_config *cfg,
@@ -457,43 +499,11 @@ int serex_serial_create(serex_executor *target, const serex_serial_config *cfg,
     s = serex__calloc_aligned(SEREX__CACHELINE, sizeof *s);
     if (s == NULL)
         return SEREX_ENOMEM;
-    s->base.ops = &serial_ops;
+    s->base.ops = &serial_class.ops;
+    s->drain.cls = &drain_class;
     s->target = target;
     s->batch = cfg != NULL && cfg->batch != 0 ? cfg->batch : DEFAULT_BATCH;
     serex__mpsc_init_ends(serial_queue(s));
     *out = &s->base;
     return SEREX_OK;
-}
-
-serex_executor *serex__serial_target(serex_executor *ex)
-{
-    return ex->ops == &serial_ops ? serial_of(ex)->target : NULL;
-}
-
-void serex__serial_drain_dropped(serex_fn fn, void *arg)
-{
-    struct serial *s = arg;
-
-    if (fn != serial_drain)
-        return;
-    /* Its tasks can never run from here: keep them for shutdown_now or
-     * destroy, refuse new ones, and release the drain's reference. */
-    atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
-    serial_drain_exit(s);
-}
-
-bool serex__serial_stats(serex_executor *ex, serex_stats *out)
-{
-    struct serial *s;
-
-    if (ex->ops != &serial_ops)
-        return false;
-    s = serial_of(ex);
-    /* relaxed (all): a statistic */
-    out->completed = atomic_load_explicit(&s->completed, memory_order_relaxed);
-    out->queued = atomic_load_explicit(&s->wip, memory_order_relaxed);
-    out->submitted = out->completed + out->queued +
-                     atomic_load_explicit(&s->taken, memory_order_relaxed);
-    out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
-    return true;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * stats_internal.h - each component fills serex_stats for its own
- * executors; serex_executor_stats asks each in turn.
+ * stats_internal.h - the counters behind serex_stats: each component
+ * fills them for its own executors through its class record
+ * (exec_class_internal.h).
  */
 #ifndef SEREX_STATS_INTERNAL_H
 #define SEREX_STATS_INTERNAL_H
@@ -11,13 +12,6 @@
 #include <stdint.h>
 
 #include "serex/serex.h"
-
-/* Each returns false (and leaves *out alone) if @ex is not its kind. */
-bool serex__pool_stats(serex_executor *ex, serex_stats *out);
-bool serex__serial_stats(serex_executor *ex, serex_stats *out);
-bool serex__striped_stats(serex_executor *ex, serex_stats *out);
-bool serex__manual_stats(serex_executor *ex, serex_stats *out);
-bool serex__scheduler_stats(serex_executor *ex, serex_stats *out);
 
 /* One writer: a load and a store, no locked instruction (relaxed: a
  * statistic; readers take what they see). */

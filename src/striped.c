@@ -58,11 +58,12 @@
 
 #include "await_internal.h"
 #include "common_internal.h"
-#include "stats_internal.h"
+#include "exec_class_internal.h"
 #include "mpsc_internal.h"
+#include "op_internal.h"
 #include "park_internal.h"
 #include "spinlock_internal.h"
-#include "striped_internal.h"
+#include "stats_internal.h"
 #include "thread_internal.h"
 
 #define DEFAULT_BATCH 64u
@@ -95,6 +96,7 @@ struct lane {
     /* Producers' line. */
     _Alignas(SEREX__CACHELINE) struct serex__task *_Atomic tail;
     _Atomic uint64_t wip;   /* pushed and not yet accounted for */
+    struct serex__op drain; /* what the target runs: the lane's drain */
     struct lane *next;      /* the shard's chain, under its lock */
     uint64_t key;
     struct serex_striped *s;
@@ -139,12 +141,15 @@ struct serex_striped {
 
 /* A keyless task, counted in `life` while it is the target's. */
 struct keyless {
+    struct serex__op op; /* queued on the target as this op */
     serex_fn fn;
     void *arg;
     struct serex_striped *s;
 };
 
-static const serex_executor_ops striped_ops;
+_Static_assert(sizeof(struct keyless) <= 32, "a keyless task fits class 32");
+
+static const struct serex__op_class lane_drain_class, keyless_class;
 
 static struct serex_striped *striped_of(serex_executor *ex)
 {
@@ -236,6 +241,7 @@ static struct lane *lane_new(struct serex_striped *s, struct shard *sh,
         return NULL;
     memset(l, 0, sizeof *l);
     serex__mpsc_init_ends(lane_queue(l));
+    l->drain.cls = &lane_drain_class;
     l->key = key;
     l->s = s;
     b = bucket_of(sh, hash);
@@ -376,9 +382,9 @@ static bool lane_settle(struct serex_striped *s, struct lane *l, unsigned ran,
     return over;
 }
 
-static void lane_drain(void *arg)
+static void lane_drain(struct serex__op *op)
 {
-    struct lane *l = arg;
+    struct lane *l = serex__container_of(op, struct lane, drain);
     struct serex_striped *s = l->s;
     struct serex__frame frame;
     bool last = false;
@@ -396,7 +402,7 @@ static void lane_drain(void *arg)
             break; /* our reference is gone: no more touches of s */
         if ((visit += ran) < s->batch)
             continue;
-        if (serex_execute(s->target, lane_drain, l) == SEREX_OK)
+        if (serex__op_submit(s->target, &l->drain) == SEREX_OK)
             break; /* the lane and our reference pass on */
         visit = 0; /* refused: a new batch here */
     }
@@ -438,6 +444,8 @@ static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
         serex__task_free(t);
         lane_free(l);
     } else {
+        /* relaxed: BROKEN only makes execute refuse and destroy drop;
+         * l->broken, under the shard lock, is what shutdown_now reads */
         atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
     }
     return undo;
@@ -447,7 +455,7 @@ static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
  * counted busy, and the drain's reference taken, in striped_push). */
 static int lane_start(struct serex_striped *s, struct lane *l, uint64_t hash)
 {
-    int rc = serex_execute(s->target, lane_drain, l);
+    int rc = serex__op_submit(s->target, &l->drain);
 
     if (rc == SEREX_OK || !lane_refused(s, l, hash))
         return SEREX_OK;
@@ -559,12 +567,12 @@ int serex_striped_submit(serex_striped *s, uint64_t key, serex_call_fn fn,
 
 /* --- the executor face: keyless tasks and the life cycle --- */
 
-static void keyless_run(void *arg)
+static void keyless_run(struct serex__op *op)
 {
-    struct keyless k = *(struct keyless *)arg;
+    struct keyless k = *serex__container_of(op, struct keyless, op);
     struct serex__frame frame;
 
-    serex__cache_free(SEREX__CLASS_32, arg);
+    serex__cache_free(SEREX__CLASS_32, op);
     serex__frame_push(&frame, &k.s->face);
     k.fn(k.arg);
     serex__frame_pop(&frame);
@@ -580,12 +588,12 @@ static int striped_face_execute(serex_executor *ex, serex_fn fn, void *arg)
 
     if (k == NULL)
         return SEREX_ENOMEM;
-    *k = (struct keyless){fn, arg, s};
+    *k = (struct keyless){{&keyless_class}, fn, arg, s};
     rc = striped_enter(s);
     if (rc == SEREX_OK) {
         life_keyless(s, +1);
         keyless_ref(s);
-        rc = serex_execute(s->target, keyless_run, k);
+        rc = serex__op_submit(s->target, &k->op);
         if (rc != SEREX_OK) {
             life_keyless(s, -1);
             keyless_unref(s); /* never the last: we are in flight */
@@ -841,12 +849,19 @@ static void striped_destroy(serex_executor *ex)
         striped_free(s);
 }
 
-static const serex_executor_ops striped_ops = {
-    .execute = striped_face_execute,
-    .shutdown = striped_shutdown,
-    .shutdown_now = striped_shutdown_now,
-    .await_termination = striped_await,
-    .destroy = striped_destroy,
+static void striped_stats(serex_executor *ex, serex_stats *out);
+
+/* A striped waits on its target (promise 7). */
+static bool striped_waits_on(serex_executor *ex,
+                             bool (*blocks)(serex_executor *))
+{
+    return blocks(striped_of(ex)->target);
+}
+
+static const struct serex__exec_class striped_class = {
+    SEREX__CLASS_OPS(striped_face_execute, striped_shutdown,
+                     striped_shutdown_now, striped_await),
+    "striped", striped_stats, striped_waits_on, striped_destroy,
 };
 
 int serex_striped_create(serex_executor *target, const serex_serial_config *cfg,
@@ -871,7 +886,7 @@ int serex_striped_create(serex_executor *target, const serex_serial_config *cfg,
             return SEREX_ENOMEM;
         }
     }
-    s->face.ops = &striped_ops;
+    s->face.ops = &striped_class.ops;
     s->target = target;
     s->batch = cfg != NULL && cfg->batch != 0 ? cfg->batch : DEFAULT_BATCH;
     *out = s;
@@ -894,49 +909,62 @@ size_t serex_striped_lanes(serex_striped *s)
     return n;
 }
 
-serex_executor *serex__striped_target(serex_executor *ex)
+/*
+ * The target took a lane's drain back or dropped it: the lane's tasks can
+ * never run from there. Keep them for the striped's own shutdown_now or
+ * destroy (which also free the lane), refuse new ones, and release the
+ * drain's reference. Not the user's: on_pending never sees it.
+ */
+static void lane_drain_dropped(struct serex__op *op,
+                               serex_pending_fn on_pending, void *ctx)
 {
-    return ex->ops == &striped_ops ? striped_of(ex)->target : NULL;
+    struct lane *l = serex__container_of(op, struct lane, drain);
+    struct serex_striped *s = l->s;
+    struct shard *sh = shard_of(s, key_hash(l->key));
+    bool orphan, last;
+
+    (void)on_pending;
+    (void)ctx;
+    /* relaxed: BROKEN only makes execute refuse and destroy drop; the
+     * shard lock below orders it before whoever frees */
+    atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+    serex__spin_lock(&sh->lock);
+    orphan = l->unlinked; /* emptied and unlinked: nobody else frees it */
+    l->broken = true;
+    last = shard_unref(s, sh);
+    serex__spin_unlock(&sh->lock);
+    if (orphan)
+        lane_free(l);
+    if (last)
+        striped_free(s);
 }
 
-void serex__striped_task_dropped(serex_fn fn, void *arg)
+/* The target took a keyless task back or dropped it: the user's own task
+ * goes on to on_pending (NULL: dropped), and the wrapper is done with. */
+static void keyless_dropped(struct serex__op *op, serex_pending_fn on_pending,
+                            void *ctx)
 {
-    if (fn == lane_drain) {
-        struct lane *l = arg;
-        struct serex_striped *s = l->s;
-        struct shard *sh = shard_of(s, key_hash(l->key));
-        bool orphan, last;
+    struct keyless k = *serex__container_of(op, struct keyless, op);
 
-        /* Its tasks can never run from here: keep them for shutdown_now or
-         * destroy (which also free the lane), refuse new ones, and release
-         * the drain's reference. */
-        atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
-        serex__spin_lock(&sh->lock);
-        orphan = l->unlinked; /* emptied and unlinked: nobody else frees it */
-        l->broken = true;
-        last = shard_unref(s, sh);
-        serex__spin_unlock(&sh->lock);
-        if (orphan)
-            lane_free(l);
-        if (last)
-            striped_free(s);
-    } else if (fn == keyless_run) {
-        struct keyless k = *(struct keyless *)arg;
-
-        serex__cache_free(SEREX__CLASS_32, arg);
-        life_keyless(k.s, -1); /* dropped: done, as far as anyone knows */
-        keyless_unref(k.s);
-    }
+    serex__cache_free(SEREX__CLASS_32, op);
+    life_keyless(k.s, -1); /* taken back: done, as far as awaiters go */
+    keyless_unref(k.s);
+    serex__hand_back(k.fn, k.arg, on_pending, ctx);
 }
 
-bool serex__striped_stats(serex_executor *ex, serex_stats *out)
+static const struct serex__op_class lane_drain_class = {
+    "striped lane drain", lane_drain, lane_drain_dropped,
+};
+
+static const struct serex__op_class keyless_class = {
+    "striped keyless task", keyless_run, keyless_dropped,
+};
+
+static void striped_stats(serex_executor *ex, serex_stats *out)
 {
-    struct serex_striped *s;
+    struct serex_striped *s = striped_of(ex);
     uint64_t taken = 0;
 
-    if (ex->ops != &striped_ops)
-        return false;
-    s = serex__container_of(ex, struct serex_striped, face);
     for (unsigned i = 0; i < SHARDS; i++) {
         struct shard *sh = &s->shards[i];
 
@@ -951,5 +979,4 @@ bool serex__striped_stats(serex_executor *ex, serex_stats *out)
     out->queued = out->submitted - out->completed - taken;
     /* relaxed: a statistic */
     out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
-    return true;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * thread.c - threads, mutexes, condition variables, the monotonic clock and
- * CPU count, over C11 <threads.h> (or POSIX threads under TSan; see
- * thread_internal.h for why).
+ * thread.c - threads, mutexes, condition variables, the monotonic clock,
+ * CPU count and the fork hook, over C11 <threads.h> (or POSIX threads under
+ * TSan; see thread_internal.h for why). The platform layer: it calls
+ * nothing of serex above it, so every other file may call it.
  */
 #include "thread_internal.h"
 
@@ -16,8 +17,6 @@
 #endif
 
 #include "common_internal.h"
-#include "nodecache_internal.h"
-#include "park_internal.h"
 
 int64_t serex__now_ns(void)
 {
@@ -71,41 +70,12 @@ void serex__thread_precise_timers(void)
 #endif
 }
 
-/* --- fork --- */
-
-_Atomic uint32_t serex__fork_gen;
-static serex__once fork_once = SEREX__ONCE_INIT;
-
-static void fork_prepare(void)
+int serex__atfork(void (*prepare)(void), void (*parent)(void),
+                  void (*child)(void))
 {
-    serex__cache_fork_lock();
-    serex__park_fork_lock();
-}
-
-static void fork_parent(void)
-{
-    serex__park_fork_unlock();
-    serex__cache_fork_unlock();
-}
-
-static void fork_child(void)
-{
-    fork_parent();
-    /* relaxed: the child's only thread, before it runs anything else */
-    atomic_fetch_add_explicit(&serex__fork_gen, 1, memory_order_relaxed);
-}
-
-static void fork_init(void)
-{
-    /* If registration fails the child may find a lock held: nothing we
-     * can report from here; it fails only when out of memory. */
-    (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-uint32_t serex__fork_register(void)
-{
-    serex__call_once(&fork_once, fork_init);
-    return atomic_load_explicit(&serex__fork_gen, memory_order_relaxed);
+    /* POSIX says pthread_atfork fails only for lack of memory */
+    return pthread_atfork(prepare, parent, child) == 0 ? SEREX_OK
+                                                       : SEREX_ENOMEM;
 }
 
 #ifdef SEREX__USE_PTHREAD

@@ -16,8 +16,6 @@
 #ifndef SEREX_THREAD_INTERNAL_H
 #define SEREX_THREAD_INTERNAL_H
 
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stdint.h> /* int64_t */
 
 #if defined(__SANITIZE_THREAD__)
@@ -61,24 +59,13 @@ void serex__thread_set_name(const char *name);
 void serex__thread_precise_timers(void);
 
 /*
- * fork(): the child has one thread, so executors that own threads (pools,
- * schedulers) made before the fork are dead in it. Each records the fork
- * generation when made (serex__fork_register, which also arms the
- * handlers); in a child the generation has moved on, and they refuse work
- * instead of waiting for threads that do not exist. The handlers hold
- * serex's process-wide locks (node cache depots, parking lot) across the
- * fork, so the child finds them free and can make new executors.
+ * Runs @prepare before fork() and @parent / @child after it, in the parent
+ * and the child (pthread_atfork). The policy, what is locked and what a
+ * child may still do, is fork.c's; this is only the platform's hook.
+ * Returns SEREX_OK or SEREX_ENOMEM.
  */
-extern _Atomic uint32_t serex__fork_gen;
-uint32_t serex__fork_register(void);
-
-/* True in a child forked after @gen was read. */
-static inline bool serex__forked_since(uint32_t gen)
-{
-    /* relaxed: changed only in a child, by its one thread, before any of
-     * its own code runs */
-    return atomic_load_explicit(&serex__fork_gen, memory_order_relaxed) != gen;
-}
+int serex__atfork(void (*prepare)(void), void (*parent)(void),
+                  void (*child)(void));
 
 int serex__mutex_init(serex__mutex *m);
 void serex__mutex_destroy(serex__mutex *m);

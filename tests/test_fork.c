@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_fork.c - what fork() does to serex (decided in thread_internal.h):
+ * test_fork.c - what fork() does to serex (decided in fork_internal.h):
  * in the child, a pool and a scheduler made before the fork refuse work
  * (SEREX_EREJECTED), report termination at once and are destroyed without
  * waiting for threads that are not there; new executors made in the child

@@ -3,7 +3,9 @@
  * test_nodecache.c - the node cache: distinct, aligned, full-size blocks;
  * LIFO reuse; blocks freed by one thread feeding another thread's
  * allocations through the depot without malloc; trim; and no leak of the
- * blocks an exiting thread still held (ASan's leak check runs at exit).
+ * blocks an exiting thread still held (ASan's leak check runs at exit);
+ * under AddressSanitizer, every byte of a free block poisoned, whether it
+ * waits in a thread list or in the depot, and none once handed out again.
  *
  * Allocations are counted with serex__alloc_fail_nth(0), which returns how
  * many were made since the previous call. Each test starts from an empty
@@ -15,6 +17,10 @@
 #include <string.h> /* memcpy */
 
 #include "nodecache_internal.h"
+
+#ifdef SEREX__CACHE_POISONS
+#  include <sanitizer/asan_interface.h> /* __asan_address_is_poisoned */
+#endif
 
 #define NBLOCKS 300 /* more than a thread list holds (2 * 64) */
 #define NFREED 256  /* what the helper thread frees: four chains */
@@ -95,8 +101,8 @@ static bool held_block(const struct fixture *fx, const void *p)
 static void nodecache_alloc_gives_distinct_aligned_full_blocks(void **state)
 {
     struct fixture *fx = *state;
-    const size_t class_size[SEREX__NCLASSES] = {32, 64, 96, 128};
-    const size_t class_align[SEREX__NCLASSES] = {32, 64, 32, 64};
+    const size_t class_size[SEREX__NCLASSES] = {32, 64, 128};
+    const size_t class_align[SEREX__NCLASSES] = {32, 64, 64};
     void *sorted[NBLOCKS];
 
     for (int cls = 0; cls < SEREX__NCLASSES; cls++) {
@@ -202,6 +208,60 @@ static void nodecache_allocation_failure_returns_null(void **state)
     serex__alloc_fail_nth(0);
 }
 
+/* --- AddressSanitizer: free blocks are poisoned --- */
+
+#ifdef SEREX__CACHE_POISONS
+/* Whether every byte of [p, p + n) is poisoned (@want) or none is. */
+static bool poisoned_throughout(const void *p, size_t n, bool want)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((__asan_address_is_poisoned((const char *)p + i) != 0) != want)
+            return false;
+    return true;
+}
+#endif
+
+static void nodecache_free_poisons_whole_block_until_reallocated(void **state)
+{
+#ifndef SEREX__CACHE_POISONS
+    (void)state;
+    skip(); /* only an AddressSanitizer build poisons */
+#else
+    struct fixture *fx = *state;
+    const size_t class_size[SEREX__NCLASSES] = {32, 64, 128};
+    void *freed[NBLOCKS];
+
+    for (int c = 0; c < SEREX__NCLASSES; c++) {
+        enum serex__cache_class cls = (enum serex__cache_class)c;
+        size_t size = class_size[c];
+        bool on_free = true, later = true;
+
+        /* NBLOCKS overflows the thread list: chains go to the depot, so
+         * both places, and the cache's link writes, are covered */
+        take_blocks(fx, cls, NBLOCKS);
+        for (size_t i = 0; i < NBLOCKS; i++)
+            assert_true(poisoned_throughout(fx->blocks[i], size, false));
+        memcpy(freed, fx->blocks, sizeof freed);
+        fx->nblocks = 0; /* the cache's now: teardown must not free them */
+        for (size_t i = 0; i < NBLOCKS; i++) {
+            serex__cache_free(cls, freed[i]);
+            on_free = on_free && poisoned_throughout(freed[i], size, true);
+        }
+        for (size_t i = 0; i < NBLOCKS; i++)
+            later = later && poisoned_throughout(freed[i], size, true);
+        assert_true(on_free);
+        assert_true(later);
+        /* handed out again, from the thread list and from the depot */
+        take_blocks(fx, cls, NBLOCKS);
+        for (size_t i = 0; i < NBLOCKS; i++)
+            assert_true(poisoned_throughout(fx->blocks[i], size, false));
+        for (size_t i = 0; i < NBLOCKS; i++)
+            serex__cache_free(cls, fx->blocks[i]);
+        fx->nblocks = 0;
+    }
+#endif
+}
+
 /* --- across threads --- */
 
 /* Frees the fixture's blocks, reports, then waits to be let go. */
@@ -302,6 +362,7 @@ int main(void)
         T(nodecache_free_then_alloc_reuses_lifo),
         T(nodecache_trim_empties_every_list),
         T(nodecache_allocation_failure_returns_null),
+        T(nodecache_free_poisons_whole_block_until_reallocated),
         T(nodecache_blocks_freed_by_other_thread_feed_allocations),
         T(nodecache_exiting_thread_leaks_no_block),
     };

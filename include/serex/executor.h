@@ -5,6 +5,10 @@
  * Every serex executor (pool, serial, striped, scheduler, manual) and every
  * executor a user writes is reached through struct serex_executor, so each
  * layer can wrap any other.
+ *
+ * The promises every executor keeps are numbered ("promise 7") and written
+ * out in docs/contract.md; the comments in these headers refer to them by
+ * number.
  */
 #ifndef SEREX_EXECUTOR_H
 #define SEREX_EXECUTOR_H
@@ -92,7 +96,8 @@ typedef struct serex_executor serex_executor;
  *  - running a task: call serex_run_task(ex, fn, arg) rather than fn(arg),
  *    so that await_termination and destroy called from the task, on this
  *    executor or on a serial or striped over it, say SEREX_EDEADLK instead
- *    of waiting for the very task that waits (promise 7).
+ *    of waiting for the very task that waits (promise 7,
+ *    docs/contract.md).
  */
 typedef struct serex_executor_ops {
     int (*execute)(serex_executor *ex, serex_fn fn, void *arg);
@@ -133,6 +138,10 @@ SEREX_API void serex_shutdown(serex_executor *ex);
  * (on_pending may be NULL: the tasks are dropped). Tasks of futures
  * (serex_submit) are not passed to on_pending: their futures complete as
  * cancelled. Running tasks are not interrupted.
+ * Since 0.2.0 on_pending receives only tasks a user submitted, whichever
+ * executor hands them back: serex's own operations (a timer's run, a
+ * serial's or a striped lane's drain, a channel continuation, ...) end
+ * through their own hook instead (promise 2a, docs/contract.md).
  * Returns:   the number of tasks taken back (futures' included); 0 for NULL.
  * Threads:   any thread, a task of @ex included.
  */

@@ -63,7 +63,9 @@ SEREX_API bool serex_future_cancel(serex_future *f);
  * serex_future_release - drop the caller's reference.
  *
  * The future is freed once released and its task has run or been dropped.
- * Releasing does not cancel. NULL is ignored. Call once per future.
+ * Releasing does not cancel. NULL is ignored. Call once per future: a
+ * second release stops the program with "serex: serex_future_release: ..."
+ * on stderr, in every build (promise 8a, docs/contract.md).
  */
 SEREX_API void serex_future_release(serex_future *f);
 

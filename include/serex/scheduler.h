@@ -78,7 +78,9 @@ SEREX_API int serex_scheduler_create(const serex_scheduler_config *cfg,
  * shutdown_now first not to wait), then frees the scheduler; a run still
  * queued on a target keeps the memory it needs until it ends. In manual
  * mode, destroy drops the timers still pending. Every serex_timer handle
- * is invalid after destroy. @s NULL: NULL.
+ * is invalid after destroy. await_termination and destroy called from a
+ * task of an executor on which this scheduler has a run queued or running
+ * say SEREX_EDEADLK (promise 7a, docs/contract.md). @s NULL: NULL.
  */
 SEREX_API serex_executor *serex_scheduler_executor(serex_scheduler *s);
 
@@ -158,6 +160,9 @@ SEREX_API bool serex_timer_cancel(serex_timer *t);
 /*
  * serex_timer_release - give back the handle from a schedule call. The
  * timer is not cancelled: it runs on as scheduled. @t NULL: nothing.
+ * Call once per handle: a second release stops the program with
+ * "serex: serex_timer_release: ..." on stderr, in every build (promise 8a,
+ * docs/contract.md).
  */
 SEREX_API void serex_timer_release(serex_timer *t);
 

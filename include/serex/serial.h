@@ -34,7 +34,7 @@ typedef struct serex_serial_config {
  * target's status and nothing is queued; the serial stays usable. If tasks
  * are queued behind it, the serial keeps them all (execute says SEREX_OK:
  * the task is accepted and comes back from shutdown_now) and refuses new
- * tasks with SEREX_EREJECTED (DESIGN promise 5).
+ * tasks with SEREX_EREJECTED (promise 5, docs/contract.md).
  * shutdown, shutdown_now and await_termination concern the serial's own
  * tasks only, never @target.
  * @cfg may be NULL. *@out is set on success and set to NULL on failure.

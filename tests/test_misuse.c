@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_misuse.c - misuse that no status code can report stops the program
+ * with a message naming the call (promise 8, docs/contract.md): a future
+ * or a timer handle released twice, or used after its release. Each case
+ * runs in a forked child (a death test): the child must die by SIGABRT
+ * and say what went wrong on stderr. In an ASan build a block already
+ * back in the node cache is poisoned, so ASan may report the touch first
+ * (with both stacks): that counts as caught too.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "test_util.h"
+
+/*
+ * Runs @misuse in a child with stderr captured; asserts that the child
+ * died (SIGABRT, or ASan's exit) and that stderr holds @expect (or, under
+ * ASan, an AddressSanitizer report).
+ */
+static void assert_dies(void (*misuse)(void), const char *expect)
+{
+    char out[4096];
+    size_t len = 0;
+    ssize_t n;
+    int fds[2], status;
+    pid_t pid;
+
+    assert_int_equal(pipe(fds), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        misuse();
+        _exit(0); /* survived: the parent fails the test */
+    }
+    close(fds[1]);
+    while (len < sizeof out - 1 &&
+           (n = read(fds[0], out + len, sizeof out - 1 - len)) > 0)
+        len += (size_t)n;
+    out[len] = '\0';
+    close(fds[0]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (strstr(out, "AddressSanitizer") != NULL) {
+        assert_false(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        return;
+    }
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT)
+        fail_msg("the child was not stopped by abort; it said: %s", out);
+    if (strstr(out, expect) == NULL)
+        fail_msg("expected \"%s\" on stderr, got: %s", expect, out);
+}
+
+static void *identity(void *arg)
+{
+    return arg;
+}
+
+/* A future whose task ran: released twice. */
+static void future_release_twice_done(void)
+{
+    serex_executor *man;
+    serex_future *f;
+
+    serex_manual_create(&man);
+    serex_submit(man, identity, NULL, &f);
+    serex_manual_run_one(man);
+    serex_future_release(f);
+    serex_future_release(f);
+}
+
+/* A future whose task is still queued (it holds the memory): released
+ * twice. This one used to free the future under its task. */
+static void future_release_twice_queued(void)
+{
+    serex_executor *man;
+    serex_future *f;
+
+    serex_manual_create(&man);
+    serex_submit(man, identity, NULL, &f);
+    serex_future_release(f);
+    serex_future_release(f);
+}
+
+/* Waited on after release: it used to return another future's value. */
+static void future_wait_after_release(void)
+{
+    serex_executor *man;
+    serex_future *f;
+
+    serex_manual_create(&man);
+    serex_submit(man, identity, NULL, &f);
+    serex_future_release(f);
+    serex_future_wait(f, 0);
+}
+
+static void future_value_after_release(void)
+{
+    serex_executor *man;
+    serex_future *f;
+
+    serex_manual_create(&man);
+    serex_submit(man, identity, NULL, &f);
+    serex_future_release(f);
+    serex_future_value(f);
+}
+
+static void future_cancel_after_release(void)
+{
+    serex_executor *man;
+    serex_future *f;
+
+    serex_manual_create(&man);
+    serex_submit(man, identity, NULL, &f);
+    serex_future_release(f);
+    serex_future_cancel(f);
+}
+
+static void count_task(void *arg)
+{
+    ++*(int *)arg;
+}
+
+static serex_scheduler *manual_scheduler(void)
+{
+    serex_scheduler_config cfg = {.manual = true};
+    serex_scheduler *s;
+
+    serex_scheduler_create(&cfg, &s);
+    return s;
+}
+
+/* A timer that fired (its record freed by the release): released again. */
+static void timer_release_twice_done(void)
+{
+    static int ran;
+    serex_scheduler *s = manual_scheduler();
+    serex_timer *t;
+
+    serex_schedule(s, NULL, 0, count_task, &ran, &t);
+    serex_scheduler_advance(s, 0);
+    serex_timer_release(t);
+    serex_timer_release(t);
+}
+
+/* A timer still pending: released twice. */
+static void timer_release_twice_pending(void)
+{
+    static int ran;
+    serex_scheduler *s = manual_scheduler();
+    serex_timer *t;
+
+    serex_schedule(s, NULL, SEC, count_task, &ran, &t);
+    serex_timer_release(t);
+    serex_timer_release(t);
+}
+
+static void timer_cancel_after_release(void)
+{
+    static int ran;
+    serex_scheduler *s = manual_scheduler();
+    serex_timer *t;
+
+    serex_schedule(s, NULL, SEC, count_task, &ran, &t);
+    serex_timer_release(t);
+    serex_timer_cancel(t);
+}
+
+static void future_released_twice(void **state)
+{
+    (void)state;
+    assert_dies(future_release_twice_done,
+                "serex: serex_future_release: future released twice");
+    assert_dies(future_release_twice_queued,
+                "serex: serex_future_release: future released twice");
+}
+
+static void future_used_after_release(void **state)
+{
+    (void)state;
+    assert_dies(future_wait_after_release,
+                "serex: serex_future_wait: future used after "
+                "serex_future_release");
+    assert_dies(future_value_after_release,
+                "serex: serex_future_value: future used after "
+                "serex_future_release");
+    assert_dies(future_cancel_after_release,
+                "serex: serex_future_cancel: future used after "
+                "serex_future_release");
+}
+
+static void timer_released_twice(void **state)
+{
+    (void)state;
+    assert_dies(timer_release_twice_done,
+                "serex: serex_timer_release: timer handle released twice");
+    assert_dies(timer_release_twice_pending,
+                "serex: serex_timer_release: timer handle released twice");
+    assert_dies(timer_cancel_after_release,
+                "serex: serex_timer_cancel: timer used after "
+                "serex_timer_release");
+}
+
+/* The checks do not fire on correct use: one release each, then gone. */
+static void correct_use_is_quiet(void **state)
+{
+    serex_executor *man;
+    serex_future *f;
+    serex_scheduler *s = manual_scheduler();
+    serex_timer *t;
+    int ran = 0;
+
+    (void)state;
+    assert_int_equal(serex_manual_create(&man), SEREX_OK);
+    assert_int_equal(serex_submit(man, identity, &ran, &f), SEREX_OK);
+    assert_true(serex_manual_run_one(man));
+    assert_ptr_equal(serex_future_value(f), &ran);
+    serex_future_release(f);
+    assert_int_equal(serex_schedule(s, NULL, 0, count_task, &ran, &t),
+                     SEREX_OK);
+    assert_true(serex_timer_cancel(t)); /* manual time: not due yet */
+    assert_int_equal(ran, 0);
+    serex_timer_release(t);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(s)), SEREX_OK);
+    assert_int_equal(serex_destroy(man), SEREX_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(future_released_twice),
+        cmocka_unit_test(future_used_after_release),
+        cmocka_unit_test(timer_released_twice),
+        cmocka_unit_test(correct_use_is_quiet),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
