@@ -46,6 +46,33 @@ struct serex__await {
     void *obj;
 };
 
+/*
+ * Tells awaiters parked on @word that something they wait for changed:
+ * flips @gen (so their park returns) and wakes them. The waker side of
+ * the protocol above, written once for serial, striped and the scheduler.
+ */
+static inline void serex__await_bump(_Atomic uint64_t *word, uint64_t gen)
+{
+    /* release: the change before an awaiter's re-check after the wake; a
+     * flip (xor), so the generation never carries into the waiter count */
+    atomic_fetch_xor_explicit(word, gen, memory_order_release);
+    serex__park_wake_all(word);
+}
+
+/*
+ * The same, only if some awaiter is counted in @word (waiters are
+ * word >> @shift): after a change made with a seq_cst RMW or store, this
+ * seq_cst load and the awaiter's seq_cst count-then-look mean either we
+ * see the awaiter or it sees the change. With no awaiter, the end of work
+ * costs no system call.
+ */
+static inline void serex__await_notify(_Atomic uint64_t *word, uint64_t gen,
+                                       unsigned shift)
+{
+    if (atomic_load_explicit(word, memory_order_seq_cst) >> shift != 0)
+        serex__await_bump(word, gen);
+}
+
 /* Waits for SEREX__AWAIT_DONE. @counted: see above. */
 static inline int serex__await_loop(const struct serex__await *a,
                                     int64_t timeout_ns, bool counted)

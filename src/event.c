@@ -99,6 +99,8 @@ int serex_event_wait(serex_event *ev, int64_t timeout_ns)
 
         if (event_try_consume(ev, WAITER))
             return SEREX_OK;
+        /* relaxed: only the value to park on; the park re-reads the word
+         * under its lock, and a consume's CAS (acquire) decides */
         s = atomic_load_explicit(&ev->word, memory_order_relaxed);
         if (s & SIGNALLED)
             continue;

@@ -49,7 +49,7 @@ static int manual_execute(serex_executor *ex, serex_fn fn, void *arg)
         m->rejected++;
     } else {
         m->submitted++;
-        if (m->tail != NULL)
+        if (m->tail != NULL) /* relaxed: the list is under mu */
             atomic_store_explicit(&m->tail->next, t, memory_order_relaxed);
         else
             m->head = t;
@@ -67,7 +67,7 @@ static struct serex__task *manual_pop(struct manual *m)
 {
     struct serex__task *t = m->head;
 
-    if (t != NULL) {
+    if (t != NULL) { /* relaxed: the list is under mu */
         m->head = atomic_load_explicit(&t->next, memory_order_relaxed);
         if (m->head == NULL)
             m->tail = NULL;

@@ -21,17 +21,11 @@
 #include "thread_internal.h"
 
 /*
- * The queue's three parts. Callers that care about false sharing keep
- * `tail` (written by producers) and `head` (written by the consumer) on
- * different cache lines and pass them separately (struct serex__mpsc_ends);
- * compact users embed struct serex__mpsc.
+ * The queue's three parts, passed separately: its users (a serial, a
+ * striped lane) keep `tail` (written by producers) and `head` (written by
+ * the consumer) on different cache lines, so a push never bounces the
+ * consumer's line.
  */
-struct serex__mpsc {
-    struct serex__task *_Atomic tail; /* producers */
-    struct serex__task *head;         /* the consumer */
-    struct serex__task stub;
-};
-
 struct serex__mpsc_ends {
     struct serex__task *_Atomic *tail;
     struct serex__task **head;
@@ -39,11 +33,6 @@ struct serex__mpsc_ends {
 };
 
 enum serex__mpsc_pop { SEREX__MPSC_EMPTY, SEREX__MPSC_BUSY, SEREX__MPSC_OK };
-
-static inline struct serex__mpsc_ends serex__mpsc_ends_of(struct serex__mpsc *q)
-{
-    return (struct serex__mpsc_ends){&q->tail, &q->head, &q->stub};
-}
 
 static inline void serex__mpsc_init_ends(struct serex__mpsc_ends q)
 {
@@ -118,22 +107,6 @@ static inline struct serex__task *serex__mpsc_pop_wait_ends(
             serex__cpu_relax();
     }
     return r == SEREX__MPSC_OK ? t : NULL;
-}
-
-static inline void serex__mpsc_init(struct serex__mpsc *q)
-{
-    serex__mpsc_init_ends(serex__mpsc_ends_of(q));
-}
-
-static inline void serex__mpsc_push(struct serex__mpsc *q,
-                                    struct serex__task *t)
-{
-    serex__mpsc_push_ends(serex__mpsc_ends_of(q), t);
-}
-
-static inline struct serex__task *serex__mpsc_pop_wait(struct serex__mpsc *q)
-{
-    return serex__mpsc_pop_wait_ends(serex__mpsc_ends_of(q));
 }
 
 /*

@@ -91,8 +91,10 @@ static size_t block_room(enum serex__cache_class cls)
  * and nothing after it. */
 static void *block_hand_out(enum serex__cache_class cls, void *b)
 {
-    cache_unpoison(b, class_size[cls]);
-    cache_poison((char *)b + class_size[cls], block_room(cls) - class_size[cls]);
+    size_t size = class_size[cls];
+
+    cache_unpoison(b, size);
+    cache_poison((char *)b + size, block_room(cls) - size);
     return b;
 }
 

@@ -118,7 +118,7 @@ struct ring_slot {
 
 /* A batched task. Atomic (relaxed) because a thief may read a slot while
  * its owner refills it; the thief's CAS then fails and it drops the read. */
-struct local_slot {
+struct local_slot { /* written by the owner only; read by thieves too */
     _Atomic(serex_fn) fn;
     void *_Atomic arg;
     _Atomic uint64_t gidx; /* its index in the ring: submission order */
@@ -427,6 +427,8 @@ static unsigned pool_steal(struct pool *p, struct slot *me)
 {
     unsigned n = 0;
 
+    /* seq_cst (both): register, then look for STOP; shutdown_now sets STOP,
+     * then looks at `stealers`: one of us sees the other (see above) */
     atomic_fetch_add_explicit(&p->stealers, 1, memory_order_seq_cst);
     if (!(atomic_load_explicit(&p->state, memory_order_seq_cst) & ST_STOP)) {
         unsigned self = (unsigned)(me - p->slots);
@@ -481,6 +483,7 @@ static void ring_try_shrink(struct pool *p)
         !(atomic_load_explicit(&p->state, memory_order_relaxed) & ST_STOP)) {
         ring_move(p, small, RING_MIN - 1);
         small = NULL;
+        /* relaxed: a hint for the next shrink, under both locks */
         atomic_store_explicit(&p->ring_grown, 0, memory_order_relaxed);
     }
     serex__spin_unlock(&p->take_lock);

@@ -202,14 +202,16 @@ struct serex_scheduler {
     serex__thread thread;
     serex__mutex advance_lock; /* manual mode: one advance at a time */
 
-    _Atomic uint32_t flags;      /* SHUT */
-    _Atomic int64_t manual_now;  /* manual mode's clock */
-    _Atomic uint64_t rejected;
+    _Atomic uint32_t flags;      /* SHUT: set by shutdown(_now) */
+    _Atomic int64_t manual_now;  /* manual mode's clock: advance writes */
+    _Atomic uint64_t rejected;   /* due runs refused: the dispatcher adds */
 
     /* the timer thread's bed, apart from the producers' lines */
-    _Alignas(SEREX__CACHELINE) _Atomic int64_t wake_at;
-    _Atomic uint32_t bell;
-    _Atomic uint64_t life;
+    _Alignas(SEREX__CACHELINE) _Atomic int64_t wake_at; /* the thread's
+                                   next wake-up; producers swap it to ring */
+    _Atomic uint32_t bell;       /* rung by producers and shutdown */
+    _Atomic uint64_t life;       /* runs out | DETACHED | gen | waiters:
+                                    dispatch, runs, destroy and awaiters */
 };
 
 static const struct serex__exec_class sched_class;
@@ -366,19 +368,13 @@ static size_t total_active(struct serex_scheduler *s)
 /* Tells awaiters something changed, if there are any. */
 static void wake_awaiters(struct serex_scheduler *s)
 {
-    /* seq_cst: after our own change (a count going down, SHUT); an awaiter
-     * counts itself (seq_cst) before it looks, so one of us sees the
-     * other */
-    if (atomic_load_explicit(&s->life, memory_order_seq_cst) < LIFE_WAITER)
-        return;
-    /* release: the change is visible to whoever the wake-up wakes */
-    atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_release);
-    serex__park_wake_all(&s->life);
+    /* after our own change (a count going down, SHUT), seq_cst */
+    serex__await_notify(&s->life, LIFE_GEN, LIFE_WAITER_SHIFT);
 }
 
 /* Tells awaiters unconditionally (shutdown): an RMW, so an awaiter that
  * counts itself later reads from it and sees all we did before. */
-static void announce(struct serex_scheduler *s)
+static void sched_announce(struct serex_scheduler *s)
 {
     /* acq_rel: heads a release sequence the awaiters' counting joins */
     if (atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_acq_rel) >=
@@ -411,7 +407,7 @@ static bool count_done(struct serex_scheduler *s, struct shard *sh, size_t n)
     return true;
 }
 
-static void ring(struct serex_scheduler *s)
+static void sched_ring(struct serex_scheduler *s)
 {
     /* release: the change that made us ring (a timer in a wheel, SHUT)
      * is visible to the thread when it sees the bell */
@@ -421,7 +417,7 @@ static void ring(struct serex_scheduler *s)
 
 /* After adding a timer due at @key: wake the thread if it would sleep
  * past it (see the essay). */
-static void poke(struct serex_scheduler *s, int64_t key)
+static void sched_poke(struct serex_scheduler *s, int64_t key)
 {
     /* seq_cst: read after the add, which the shard lock ordered */
     int64_t w = atomic_load_explicit(&s->wake_at, memory_order_seq_cst);
@@ -429,7 +425,7 @@ static void poke(struct serex_scheduler *s, int64_t key)
     if (key < w && atomic_compare_exchange_strong_explicit(
                        &s->wake_at, &w, INT64_MIN, memory_order_seq_cst,
                        memory_order_relaxed))
-        ring(s);
+        sched_ring(s);
 }
 
 /* A run handed to a target has ended (or will never run). */
@@ -440,7 +436,7 @@ static void run_out(struct serex_scheduler *s);
  * took it out of the wheel, or it never was in it), counts it done, and
  * frees it unless the user holds a handle. Returns the state it had.
  */
-static uint64_t settle(struct serex_scheduler *s, struct serex_timer *t)
+static uint64_t sched_settle(struct serex_scheduler *s, struct serex_timer *t)
 {
     struct shard *sh = shard_of(t);
     uint64_t v;
@@ -469,7 +465,7 @@ static uint64_t settle(struct serex_scheduler *s, struct serex_timer *t)
 
 static struct shard *my_shard(struct serex_scheduler *s)
 {
-    static _Atomic unsigned tickets;
+    static _Atomic unsigned tickets; /* taken by each thread's first call */
     static _Thread_local unsigned ticket; /* 0: none yet */
 
     if (s->nshards == 1)
@@ -532,7 +528,7 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
         memory_order_relaxed);
     sh->scheduled++;
     serex__spin_unlock(&sh->lock);
-    poke(s, key);
+    sched_poke(s, key);
     if (out != NULL)
         *out = t;
     return SEREX_OK;
@@ -719,7 +715,7 @@ static bool rearm(struct serex_scheduler *s, struct serex_timer *t,
     sh->seq++;
     serex__wheel_add(&sh->wheel, &t->w, due);
     serex__spin_unlock(&sh->lock);
-    poke(s, due);
+    sched_poke(s, due);
     return true;
 }
 
@@ -737,7 +733,7 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t)
         if (tag_state(v) != ST_QUEUED ||
             ((v & F_PERIODIC) &&
              (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT))) {
-            settle(s, t); /* stopped, or shutdown ended it */
+            sched_settle(s, t); /* stopped, or shutdown ended it */
             return;
         }
         /* relaxed: cancel's CAS decides against this one on the word */
@@ -751,7 +747,7 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t)
     t->fn(t->arg);
     serex__frame_pop(&frame);
     if (!(v & F_PERIODIC) || !rearm(s, t, start))
-        settle(s, t);
+        sched_settle(s, t);
 }
 
 /* A run handed to a target: the target runs it. */
@@ -778,7 +774,7 @@ static void timer_run_dropped(struct serex__op *op,
     /* A one-shot run its target took back: the user's task goes to
      * on_pending in its place (unless cancel stopped it); a periodic
      * timer ends. */
-    if (settle(s, t) == ST_QUEUED && !(v & F_PERIODIC))
+    if (sched_settle(s, t) == ST_QUEUED && !(v & F_PERIODIC))
         serex__hand_back(fn, targ, on_pending, ctx);
     run_out(s);
 }
@@ -796,7 +792,7 @@ static void run_out(struct serex_scheduler *s)
 }
 
 /* Hands @t (QUEUED) to its target, or runs it here. */
-static void dispatch(struct serex_scheduler *s, struct serex_timer *t)
+static void sched_dispatch(struct serex_scheduler *s, struct serex_timer *t)
 {
     serex_executor *target = t->target;
     serex_fn fn = t->fn;
@@ -814,7 +810,7 @@ static void dispatch(struct serex_scheduler *s, struct serex_timer *t)
     if (rc == SEREX_OK)
         return; /* t may be gone already */
     atomic_fetch_sub_explicit(&s->life, LIFE_RUN, memory_order_relaxed);
-    if (settle(s, t) == ST_QUEUED) { /* refused, and not cancelled */
+    if (sched_settle(s, t) == ST_QUEUED) { /* refused, and not cancelled */
         /* relaxed: a statistic */
         atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
         if (s->on_rejected != NULL)
@@ -824,7 +820,7 @@ static void dispatch(struct serex_scheduler *s, struct serex_timer *t)
 
 /* Advances every shard to @now and returns what came due, in order, each
  * made QUEUED under its shard lock. */
-static struct serex__wtimer *collect(struct serex_scheduler *s, int64_t now)
+static struct serex__wtimer *sched_collect(struct serex_scheduler *s, int64_t now)
 {
     struct serex__wtimer *due = NULL;
 
@@ -846,19 +842,19 @@ static struct serex__wtimer *collect(struct serex_scheduler *s, int64_t now)
     return due;
 }
 
-static void fire(struct serex_scheduler *s, int64_t now)
+static void sched_fire(struct serex_scheduler *s, int64_t now)
 {
-    struct serex__wtimer *w = collect(s, now), *next;
+    struct serex__wtimer *w = sched_collect(s, now), *next;
 
     for (; w != NULL; w = next) {
         next = w->next; /* before the record is handed away */
-        dispatch(s, serex__container_of(w, struct serex_timer, w));
+        sched_dispatch(s, serex__container_of(w, struct serex_timer, w));
     }
 }
 
 /* The earliest key to advance to; *@any: a timer is in some wheel (the
  * key alone cannot say: INT64_MAX is also a due time). */
-static int64_t earliest(struct serex_scheduler *s, bool *any)
+static int64_t sched_earliest(struct serex_scheduler *s, bool *any)
 {
     int64_t m = INT64_MAX;
 
@@ -909,16 +905,16 @@ static int timer_thread(void *arg)
         int64_t next;
         bool any;
 
-        fire(s, sched_now(s));
+        sched_fire(s, sched_now(s));
         /* acquire: pairs with ring; read before we look at the wheels */
         seen = atomic_load_explicit(&s->bell, memory_order_acquire);
-        next = earliest(s, &any);
+        next = sched_earliest(s, &any);
         if (!any &&
             (atomic_load_explicit(&s->flags, memory_order_acquire) & SHUT))
             break; /* shut down, and nothing left to fire */
         /* seq_cst: see the essay (the second look below) */
         atomic_store_explicit(&s->wake_at, next, memory_order_seq_cst);
-        if (earliest(s, &any) >= next)
+        if (sched_earliest(s, &any) >= next)
             sleep_until(s, seen, next);
         atomic_store_explicit(&s->wake_at, INT64_MIN, memory_order_seq_cst);
     }
@@ -942,14 +938,15 @@ int serex_scheduler_advance(serex_scheduler *s, int64_t delta_ns)
     target = sat_add(now, delta_ns);
     /* one due time at a time, the clock set to it: what a run schedules
      * for before @target fires in this advance too */
-    while ((next = earliest(s, &any)) <= target && any) {
+    while ((next = sched_earliest(s, &any)) <= target && any) {
         if (next > now) {
             now = next;
             /* release: pairs with sched_now's acquire */
             atomic_store_explicit(&s->manual_now, now, memory_order_release);
         }
-        fire(s, now);
+        sched_fire(s, now);
     }
+    /* release: as above (what ran before the new time is seen with it) */
     atomic_store_explicit(&s->manual_now, target, memory_order_release);
     serex__mutex_unlock(&s->advance_lock);
     return SEREX_OK;
@@ -1042,8 +1039,8 @@ static void face_shutdown(serex_executor *ex)
         return;
     for (unsigned i = 0; i < s->nshards; i++)
         shard_sweep(&s->shards[i], false);
-    ring(s);
-    announce(s);
+    sched_ring(s);
+    sched_announce(s);
 }
 
 static size_t face_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
@@ -1063,11 +1060,11 @@ static size_t face_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
 
         next = w->next;
         serex__hand_back(t->fn, t->arg, on_pending, ctx);
-        settle(s, t);
+        sched_settle(s, t);
         n++;
     }
-    ring(s);
-    announce(s);
+    sched_ring(s);
+    sched_announce(s);
     return n;
 }
 
@@ -1129,7 +1126,7 @@ static void face_destroy(serex_executor *ex)
         return;
     }
     if (s->has_thread) {
-        ring(s);
+        sched_ring(s);
         serex__thread_join(s->thread);
     } else {
         face_shutdown_now(ex, NULL, NULL); /* time stands still: drop */
@@ -1284,7 +1281,7 @@ static int init_shards(struct serex_scheduler *s, unsigned size,
     return SEREX_OK;
 }
 
-static int start(struct serex_scheduler *s)
+static int sched_start(struct serex_scheduler *s)
 {
     if (s->manual)
         return serex__mutex_init(&s->advance_lock);
@@ -1325,7 +1322,7 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     atomic_init(&s->wake_at, INT64_MIN);
     rc = init_shards(s, c.wheel_size, c.tick_ns,
                      c.manual ? 0 : sched_now(s));
-    if (rc == SEREX_OK && (rc = start(s)) != SEREX_OK) {
+    if (rc == SEREX_OK && (rc = sched_start(s)) != SEREX_OK) {
         for (unsigned i = 0; i < s->nshards; i++)
             serex__wheel_fini(&s->shards[i].wheel);
         serex__free(s->shards);

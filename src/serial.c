@@ -153,20 +153,10 @@ static struct serex__mpsc_ends serial_queue(struct serial *s)
 
 /* --- the drain --- */
 
-/* Wakes awaiters: something they wait for changed (see the essay). */
-static void serial_bump_life(struct serial *s)
-{
-    /* release: orders the change before an awaiter's re-check; a flip,
-     * so the generation never carries into the waiter count */
-    atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_release);
-    serex__park_wake_all(&s->life);
-}
-
-/* wip reached 0: wake awaiters, if any (seq_cst: see the essay). */
+/* wip reached 0: wake awaiters, if any (see the essay). */
 static void serial_idle(struct serial *s)
 {
-    if (atomic_load_explicit(&s->life, memory_order_seq_cst) >= LIFE_WAITER)
-        serial_bump_life(s);
+    serex__await_notify(&s->life, LIFE_GEN, LIFE_WAITER_SHIFT);
 }
 
 /* A drain is over (run or dropped): its last touch of the serial. */
@@ -312,7 +302,7 @@ static void serial_shutdown(serex_executor *ex)
     /* release: nothing but the flag; awaiters re-check after the bump */
     if (!(atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_release) &
           CTL_SHUT))
-        serial_bump_life(s);
+        serex__await_bump(&s->life, LIFE_GEN);
 }
 
 /*
@@ -360,7 +350,7 @@ static size_t serial_shutdown_now(serex_executor *ex,
     atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP,
                              memory_order_relaxed);
     list = serial_take_all(s, &n);
-    serial_bump_life(s);
+    serex__await_bump(&s->life, LIFE_GEN);
     serex__task_hand_back_list(list, on_pending, ctx);
     return n;
 }

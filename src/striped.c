@@ -50,9 +50,28 @@
  * shard 0), so memory outlives termination as long as needed: destroy
  * registers every shard that holds references in `remaining`, and the
  * shard that drops its last one afterwards takes it out; whoever takes
- * `remaining` to 0 frees the striped. A lane is freed by its drain once
- * `wip` is 0, or by shutdown_now or destroy if no drain will ever run for
- * it (its target refused or dropped the drain).
+ * `remaining` to 0 frees the striped.
+ *
+ * --- Who frees a lane (each case decided under the lane's shard lock) ---
+ *   the lane's state when its work ends           who unlinks    who frees
+ *   drain running, its decrement leaves wip 0     the drain      the drain
+ *     (lane_settle)
+ *   target refused the first drain, ours is the   the producer   the producer
+ *     lane's only task (lane_refused: undone)
+ *   target refused the first drain, more tasks    shutdown_now   shutdown_now
+ *     queued (broken): shutdown_now or destroy                   (the dead
+ *     empties it (shard_take_all)                                list)
+ *   drain queued on the target, shutdown_now      shutdown_now   the drain,
+ *     empties the lane first (`unlinked`)         (counted)      when it runs
+ *                                                                (lane_settle)
+ *   drain queued, then its target takes it back   shutdown_now   the drain's
+ *     or drops it (lane_drain_dropped) after                     dropped hook
+ *     shutdown_now emptied the lane (`unlinked`)
+ *   drain dropped before the lane was emptied     shutdown_now   shutdown_now
+ *     (lane_drain_dropped marks it broken)        or destroy     (dead list)
+ * Exactly one row applies to a lane: `unlinked` and `broken` are set only
+ * under the shard lock, by the one party that still holds the lane, and
+ * each row's freer is the last to touch it.
  */
 #include <string.h> /* memset */
 
@@ -261,6 +280,7 @@ static void shard_unlink(struct shard *sh, struct lane *l)
     while (*p != l)
         p = &(*p)->next;
     *p = l->next;
+    /* relaxed: as in lane_new */
     atomic_store_explicit(&sh->count, sh_count(sh) - 1, memory_order_relaxed);
     shard_resize(sh);
 }
@@ -277,12 +297,8 @@ static void striped_free(struct serex_striped *s);
 /* Wakes awaiters, if any (see the essay): flips a bit they park on. */
 static void striped_notify(struct serex_striped *s)
 {
-    /* seq_cst: after our change of a busy count (seq_cst too), so either
-     * we see the awaiter or it sees our change */
-    if (LIFE_WAITERS(atomic_load_explicit(&s->life, memory_order_seq_cst))) {
-        atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_release);
-        serex__park_wake_all(&s->life);
-    }
+    /* after our change of a busy count (seq_cst) */
+    serex__await_notify(&s->life, LIFE_GEN, LIFE_WAITER_SHIFT);
 }
 
 /* Changes @sh's busy count by @delta (+1 or -1). Under its lock. */
@@ -324,10 +340,8 @@ static void life_keyless(struct serex_striped *s, int delta)
      * awaiter that sees it done */
     old = atomic_fetch_sub_explicit(&s->life, LIFE_ACTIVE,
                                     memory_order_seq_cst);
-    if (LIFE_WAITERS(old) != 0) {
-        atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_release);
-        serex__park_wake_all(&s->life);
-    }
+    if (LIFE_WAITERS(old) != 0)
+        serex__await_bump(&s->life, LIFE_GEN);
 }
 
 /* A keyless task's reference, in shard 0. */
@@ -472,6 +486,7 @@ static int striped_enter(struct serex_striped *s)
 
     if (serex__likely(!(c & (CTL_SHUT | CTL_BROKEN))))
         return SEREX_OK;
+    /* relaxed: we queued nothing, so there is nothing to publish */
     atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_relaxed);
     return SEREX_EREJECTED;
 }
@@ -617,9 +632,7 @@ static void striped_shutdown(serex_executor *ex)
     if (atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_release) &
         CTL_SHUT)
         return; /* a second shutdown changes nothing */
-    /* release: the flag before an awaiter's re-check of `life` */
-    atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_release);
-    serex__park_wake_all(&s->life);
+    serex__await_bump(&s->life, LIFE_GEN); /* the flag before a re-check */
 }
 
 /*
@@ -644,11 +657,6 @@ static size_t lane_take_all(struct lane *l, struct serex__task ***tail)
     return n;
 }
 
-/*
- * Takes every lane's queue (each in order) onto a private list, and frees
- * the lanes no drain will ever free (their target refused the drain).
- * Accounts for what it took.
- */
 /*
  * Empties one shard's lanes onto the list at *@tail, unlinking the lanes
  * left with nothing: the keys have no task any more, so they have no lane
@@ -735,11 +743,8 @@ static size_t striped_shutdown_now(serex_executor *ex,
                                             memory_order_release);
 
     list = striped_take_all(s, &n); /* each shard lock orders the flags */
-    if (!(old & CTL_STOP)) { /* once: the generation has 8 bits */
-        atomic_fetch_xor_explicit(&s->life, LIFE_GEN << 1,
-                                  memory_order_release);
-        serex__park_wake_all(&s->life);
-    }
+    if (!(old & CTL_STOP)) /* once: the generation has 2 bits */
+        serex__await_bump(&s->life, LIFE_GEN << 1);
     serex__task_hand_back_list(list, on_pending, ctx);
     return n;
 }
@@ -839,6 +844,7 @@ static void striped_destroy(serex_executor *ex)
         serex__spin_lock(&sh->lock);
         if (sh->refs != 0) {
             sh->counted = true;
+            /* relaxed: before any shard can take it down (its lock) */
             atomic_fetch_add_explicit(&s->remaining, 1, memory_order_relaxed);
         }
         serex__spin_unlock(&sh->lock);
