@@ -32,7 +32,8 @@ set -euo pipefail
 LAYERS='
 base        base        common_internal.h alloc.c fatal.c version.c
 platform    platform    thread.c thread_internal.h spinlock_internal.h
-core        core        executor.c exec_class_internal.h op_internal.h
+core        core        executor.c executor_internal.h exec_class_internal.h
+core        core        op_internal.h future.c future_internal.h
 core        core        task_internal.h mpsc_internal.h await_internal.h
 core        core        stats_internal.h nodecache.c nodecache_internal.h
 core        core        park.c park_internal.h fork.c fork_internal.h
@@ -40,7 +41,6 @@ components  pool        pool.c pool_internal.h
 components  serial      serial.c serial_internal.h
 components  striped     striped.c striped_internal.h
 components  scheduler   scheduler.c scheduler_internal.h wheel.c wheel_internal.h
-components  future      future.c future_internal.h
 components  gate        gate.c gate_internal.h
 components  channel     channel.c channel_internal.h
 components  event       event.c event_internal.h
@@ -196,6 +196,13 @@ layer_names() {
 }
 
 # ---- the self-test ------------------------------------------------------------
+indent() {
+    local l
+    while IFS= read -r l; do
+        printf '    %s\n' "$l"
+    done <<<"$1"
+}
+
 # expect NAME WANT_STATUS DIR [PATTERN...]: run the check on DIR; it must exit
 # WANT_STATUS and print one line matching every PATTERN (grep -E).
 expect() {
@@ -204,7 +211,7 @@ expect() {
     out=$("$self" "$dir" 2>&1) || rc=$?
     if [ "$rc" != "$want" ]; then
         echo "self-test $name: FAILED: exit $rc, wanted $want; output:"
-        echo "$out" | sed 's/^/    /'
+        indent "$out"
         return 1
     fi
     if [ "$#" -gt 0 ]; then
@@ -215,7 +222,7 @@ expect() {
               if (ok) { print; exit } }')
         if [ -z "$line_ok" ]; then
             echo "self-test $name: FAILED: no line matches all of: $*; output:"
-            echo "$out" | sed 's/^/    /'
+            indent "$out"
             return 1
         fi
     fi

@@ -2,9 +2,8 @@
 /*
  * common_internal.h - pieces every component uses: container_of, internal
  * assertions, branch hints, allocation (with a test hook that fails the n-th
- * allocation), argument checks shared by the public entry points, and the
- * per-thread record of which executors the calling thread is running a
- * task for (for SEREX_EDEADLK).
+ * allocation), argument checks shared by the public entry points. The base
+ * layer: it knows no other part of serex.
  */
 #ifndef SEREX_COMMON_INTERNAL_H
 #define SEREX_COMMON_INTERNAL_H
@@ -66,36 +65,5 @@ static inline int serex__timeout_valid(int64_t timeout_ns)
 {
     return timeout_ns >= SEREX_FOREVER;
 }
-
-/*
- * Which executors the calling thread is running a task for, innermost first.
- * Frames live on the stack of the code that runs the task; a pool worker
- * pushes one for its whole life, a wrapper's drain one per drain.
- */
-struct serex__frame {
-    serex_executor *ex;
-    struct serex__frame *prev;
-};
-void serex__frame_push(struct serex__frame *f, serex_executor *ex);
-void serex__frame_pop(struct serex__frame *f);
-/* true if the calling thread runs a task of @ex or of what @ex runs on. */
-int serex__frame_blocks(serex_executor *ex);
-
-/*
- * Hand back or drop one task taken back by shutdown_now or destroy. A
- * future's task is completed as cancelled instead of being handed back.
- * on_pending may be NULL (drop).
- */
-void serex__hand_back(serex_fn fn, void *arg, serex_pending_fn on_pending,
-                      void *ctx);
-
-/*
- * For submit-like calls of other components: a future for fn(arg), with
- * the task to queue in *task (its argument is the future: an internal
- * operation, see op_internal.h). If queueing
- * fails, serex__future_abort frees it (it was never shared).
- */
-serex_future *serex__future_new(serex_call_fn fn, void *arg, serex_fn *task);
-void serex__future_abort(serex_future *f);
 
 #endif /* SEREX_COMMON_INTERNAL_H */

@@ -7,6 +7,7 @@
 #include <string.h> /* memset */
 
 #include "common_internal.h"
+#include "executor_internal.h"
 #include "exec_class_internal.h"
 #include "op_internal.h"
 

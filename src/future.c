@@ -31,6 +31,7 @@
 #include <stdatomic.h>
 
 #include "common_internal.h"
+#include "future_internal.h"
 #include "nodecache_internal.h"
 #include "op_internal.h"
 #include "park_internal.h"

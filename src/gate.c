@@ -20,6 +20,7 @@
  * handed back by destroy: it no longer holds back the tasks behind it.
  */
 #include "common_internal.h"
+#include "executor_internal.h"
 #include "nodecache_internal.h"
 #include "thread_internal.h"
 

@@ -5,6 +5,7 @@
  * deterministic tests, so it is simple rather than fast.
  */
 #include "common_internal.h"
+#include "executor_internal.h"
 #include "exec_class_internal.h"
 #include "stats_internal.h"
 #include "task_internal.h"

@@ -91,6 +91,7 @@
 #include <stdio.h>  /* snprintf for thread names */
 
 #include "common_internal.h"
+#include "executor_internal.h"
 #include "exec_class_internal.h"
 #include "fork_internal.h"
 #include "stats_internal.h"

@@ -94,6 +94,7 @@
 
 #include "await_internal.h"
 #include "common_internal.h"
+#include "executor_internal.h"
 #include "exec_class_internal.h"
 #include "fork_internal.h"
 #include "op_internal.h"

@@ -78,6 +78,8 @@
 #include "await_internal.h"
 #include "common_internal.h"
 #include "exec_class_internal.h"
+#include "executor_internal.h"
+#include "future_internal.h"
 #include "mpsc_internal.h"
 #include "op_internal.h"
 #include "park_internal.h"

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "common_internal.h"
+#include "executor_internal.h"
 #include "nodecache_internal.h"
 
 struct serex__task {

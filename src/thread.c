@@ -137,10 +137,6 @@ int serex__cond_init(serex__cond *c)
 }
 
 void serex__cond_destroy(serex__cond *c) { pthread_cond_destroy(c); }
-void serex__cond_wait(serex__cond *c, serex__mutex *m)
-{
-    pthread_cond_wait(c, m);
-}
 void serex__cond_signal(serex__cond *c) { pthread_cond_signal(c); }
 void serex__cond_broadcast(serex__cond *c) { pthread_cond_broadcast(c); }
 
@@ -200,7 +196,6 @@ int serex__cond_init(serex__cond *c)
 }
 
 void serex__cond_destroy(serex__cond *c) { cnd_destroy(c); }
-void serex__cond_wait(serex__cond *c, serex__mutex *m) { cnd_wait(c, m); }
 void serex__cond_signal(serex__cond *c) { cnd_signal(c); }
 void serex__cond_broadcast(serex__cond *c) { cnd_broadcast(c); }
 

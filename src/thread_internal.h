@@ -74,7 +74,6 @@ void serex__mutex_unlock(serex__mutex *m);
 
 int serex__cond_init(serex__cond *c);
 void serex__cond_destroy(serex__cond *c);
-void serex__cond_wait(serex__cond *c, serex__mutex *m);
 /*
  * Waits until signalled or until monotonic time @deadline_ns (may wake
  * early or spuriously: the caller re-checks its condition and the clock).

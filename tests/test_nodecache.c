@@ -5,7 +5,8 @@
  * allocations through the depot without malloc; trim; and no leak of the
  * blocks an exiting thread still held (ASan's leak check runs at exit);
  * under AddressSanitizer, every byte of a free block poisoned, whether it
- * waits in a thread list or in the depot, and none once handed out again.
+ * waits in a thread list or in the depot, and none once handed out again
+ * (but the byte after it, so an overflow is caught too).
  *
  * Allocations are counted with serex__alloc_fail_nth(0), which returns how
  * many were made since the previous call. Each test starts from an empty
@@ -219,6 +220,13 @@ static bool poisoned_throughout(const void *p, size_t n, bool want)
             return false;
     return true;
 }
+
+/* A block handed out: all of its @size is usable, the byte after is not. */
+static bool handed_out_whole(const void *p, size_t size)
+{
+    return poisoned_throughout(p, size, false) &&
+           __asan_address_is_poisoned((const char *)p + size) != 0;
+}
 #endif
 
 static void nodecache_free_poisons_whole_block_until_reallocated(void **state)
@@ -240,7 +248,7 @@ static void nodecache_free_poisons_whole_block_until_reallocated(void **state)
          * both places, and the cache's link writes, are covered */
         take_blocks(fx, cls, NBLOCKS);
         for (size_t i = 0; i < NBLOCKS; i++)
-            assert_true(poisoned_throughout(fx->blocks[i], size, false));
+            assert_true(handed_out_whole(fx->blocks[i], size));
         memcpy(freed, fx->blocks, sizeof freed);
         fx->nblocks = 0; /* the cache's now: teardown must not free them */
         for (size_t i = 0; i < NBLOCKS; i++) {
@@ -254,7 +262,7 @@ static void nodecache_free_poisons_whole_block_until_reallocated(void **state)
         /* handed out again, from the thread list and from the depot */
         take_blocks(fx, cls, NBLOCKS);
         for (size_t i = 0; i < NBLOCKS; i++)
-            assert_true(poisoned_throughout(fx->blocks[i], size, false));
+            assert_true(handed_out_whole(fx->blocks[i], size));
         for (size_t i = 0; i < NBLOCKS; i++)
             serex__cache_free(cls, fx->blocks[i]);
         fx->nblocks = 0;

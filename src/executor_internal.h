@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * executor_internal.h - what executor.c gives the executors built on it:
+ * the per-thread frames behind SEREX_EDEADLK, and the generic hand-back of
+ * a task taken back by shutdown_now or a destroy.
+ */
+#ifndef SEREX_EXECUTOR_INTERNAL_H
+#define SEREX_EXECUTOR_INTERNAL_H
+
+#include "common_internal.h"
+
+/*
+ * Which executors the calling thread is running a task for, innermost first.
+ * Frames live on the stack of the code that runs the task; a pool worker
+ * pushes one for its whole life, a wrapper's drain one per drain.
+ */
+struct serex__frame {
+    serex_executor *ex;
+    struct serex__frame *prev;
+};
+void serex__frame_push(struct serex__frame *f, serex_executor *ex);
+void serex__frame_pop(struct serex__frame *f);
+/* true if the calling thread runs a task of @ex or of what @ex waits on
+ * (its class says what: exec_class_internal.h). */
+int serex__frame_blocks(serex_executor *ex);
+
+/*
+ * Hands back or drops one task taken back by shutdown_now or a destroy:
+ * an internal operation runs its own `dropped` hook (op_internal.h); a
+ * user's task goes to on_pending, or is dropped if it is NULL.
+ */
+void serex__hand_back(serex_fn fn, void *arg, serex_pending_fn on_pending,
+                      void *ctx);
+
+#endif /* SEREX_EXECUTOR_INTERNAL_H */

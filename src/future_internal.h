@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * future_internal.h - futures for the submit calls of other executors
+ * (serex_striped_submit; serex_submit uses it too). Futures sit in the
+ * core layer, under the executors: a future is the record every submit
+ * returns, an internal operation like a task node (op_internal.h), and it
+ * needs nothing but the node cache and the parking lot.
+ */
+#ifndef SEREX_FUTURE_INTERNAL_H
+#define SEREX_FUTURE_INTERNAL_H
+
+#include "common_internal.h"
+
+/*
+ * A future for fn(arg), with the task to queue in *task (its argument is
+ * the future itself). If queueing fails, serex__future_abort frees it (it
+ * was never shared). NULL if out of memory.
+ */
+serex_future *serex__future_new(serex_call_fn fn, void *arg, serex_fn *task);
+void serex__future_abort(serex_future *f);
+
+#endif /* SEREX_FUTURE_INTERNAL_H */
