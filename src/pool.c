@@ -1119,7 +1119,8 @@ static void pool_stats(serex_executor *ex, serex_stats *out)
     out->submitted = p->put_tail;
     out->rejected = p->rejected;
     /* relaxed (all): a statistic */
-    waiting = p->put_tail - atomic_load_explicit(&p->head, memory_order_relaxed);
+    waiting = p->put_tail -
+              atomic_load_explicit(&p->head, memory_order_relaxed);
     serex__spin_unlock(&p->put_lock);
     for (unsigned i = 0; i < p->max; i++) {
         struct slot *s = &p->slots[i];

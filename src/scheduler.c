@@ -24,8 +24,9 @@
  * of RSS) and kept per shard; a slab that empties is freed (one spare is
  * kept), so memory returns after a burst. (64 KiB slabs cost 63 bytes a
  * timer in RSS, the aligned allocation's extra page showing; 256 KiB
- * cost 58; 1 MiB 56, but free memory in coarser pieces.) The tag packs the tie-breaker (a per-shard
- * sequence number) with the state below, in one atomic word.
+ * cost 58; 1 MiB 56, but free memory in coarser pieces.) The tag packs
+ * the tie-breaker (a per-shard sequence number) with the state below, in
+ * one atomic word.
  *
  * --- The timer state machine (the low bits of the tag) ---
  *   PENDING  in its shard's wheel. Enters and leaves only under the shard
@@ -126,10 +127,10 @@
 #define SHUT 1u
 
 /* life */
-#define LIFE_RUN UINT64_C(1)                    /* one run out on a target */
-#define LIFE_DETACHED (UINT64_C(1) << 30)       /* destroyed: last run frees */
-#define LIFE_GEN (UINT64_C(1) << 31)            /* something awaiters wait for */
-#define LIFE_WAITER_SHIFT 32                    /* bits 32-63: threads in await */
+#define LIFE_RUN UINT64_C(1)              /* one run out on a target */
+#define LIFE_DETACHED (UINT64_C(1) << 30) /* destroyed: last run frees */
+#define LIFE_GEN (UINT64_C(1) << 31)      /* something awaiters wait for */
+#define LIFE_WAITER_SHIFT 32              /* bits 32-63: threads in await */
 #define LIFE_WAITER (UINT64_C(1) << LIFE_WAITER_SHIFT)
 #define LIFE_RUNS(x) ((x) & (LIFE_DETACHED - 1))
 
@@ -821,7 +822,8 @@ static void sched_dispatch(struct serex_scheduler *s, struct serex_timer *t)
 
 /* Advances every shard to @now and returns what came due, in order, each
  * made QUEUED under its shard lock. */
-static struct serex__wtimer *sched_collect(struct serex_scheduler *s, int64_t now)
+static struct serex__wtimer *sched_collect(struct serex_scheduler *s,
+                                           int64_t now)
 {
     struct serex__wtimer *due = NULL;
 

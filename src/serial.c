@@ -221,7 +221,7 @@ static void serial_drain(struct serex__op *op)
  * meanwhile; once `wip` is 0 again a new producer's push comes after our
  * node): the caller reports the refusal and nothing is queued. Else tasks
  * were queued behind it: keep them all for shutdown_now and refuse new
- * ones (DESIGN promise 5). Returns whether ours was taken back.
+ * ones (promise 5, docs/contract.md). Returns whether ours was taken back.
  */
 static bool serial_refused(struct serial *s)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_pool.c - the thread pool: promises 1, 2, 7, 8 and 9 of DESIGN.md,
+ * test_pool.c - the thread pool: promises 1, 2, 7, 8 and 9 of docs/contract.md,
  * bounded and elastic configurations, parking without lost wake-ups.
  */
 #include "test_util.h"

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_scheduler.c - the delayed scheduler (DESIGN promise 6, and 1, 2, 7,
- * 8): bad input; manual mode (never early, exact due times, due order and
- * ties, delays far past one turn of a tiny wheel, fixed rate without drift
- * and with coalescing, fixed delay); cancel in every state, and racing
+ * test_scheduler.c - the delayed scheduler (promise 6 of docs/contract.md,
+ * and 1, 2, 7, 8): bad input; manual mode (never early, exact due times,
+ * due order and ties, delays far past one turn of a tiny wheel, fixed rate
+ * without drift and with coalescing, fixed delay); cancel in every state, and racing
  * with firing on a pool; release; the pending count and its cap; a target
  * that refuses or takes back a run; shutdown and shutdown_now accounting;
  * the executor face; EDEADLK; destroy with runs still queued on a target;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_serial.c - the serial executor: promises 1-5, 7-9 of DESIGN.md.
+ * test_serial.c - the serial executor: promises 1-5, 7-9 of docs/contract.md.
  *
  * Order, batching and fairness are shown on the manual executor (and on a
  * small user-written executor), where every drain run is one explicit
@@ -620,7 +620,8 @@ static void serial_target_refusing_with_tasks_queued_keeps_them(
 
     rt.serial = s;
     /* a task is queued behind ours when the drain is refused: both are
-     * kept (accepted: SEREX_OK), new ones refused (DESIGN promise 5) */
+     * kept (accepted: SEREX_OK), new ones refused (promise 5,
+     * docs/contract.md) */
     assert_int_equal(serex_execute(s, never_task, &f->items[0]), SEREX_OK);
     assert_int_equal(serex_execute(s, never_task, &f->items[2]),
                      SEREX_EREJECTED);

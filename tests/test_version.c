@@ -13,8 +13,7 @@
 
 /* Parses a decimal number up to @max, without sign or leading zero;
  * returns where it ends, NULL if there is none. */
-static const char *parse_number(const char *s, unsigned long max,
-                                unsigned *out)
+static const char *parse_number(const char *s, unsigned long max, unsigned *out)
 {
     unsigned long n = 0;
     const char *start = s;
@@ -55,9 +54,9 @@ static void version_number_is_the_headers(void **state)
 {
     (void)state;
     assert_int_equal(serex_version_number(), SEREX_VERSION_NUMBER);
-    assert_int_equal(serex_version_number(),
-                     SEREX_VERSION_MAJOR * 10000 + SEREX_VERSION_MINOR * 100 +
-                         SEREX_VERSION_PATCH);
+    assert_int_equal(serex_version_number(), SEREX_VERSION_MAJOR * 10000 +
+                                                 SEREX_VERSION_MINOR * 100 +
+                                                 SEREX_VERSION_PATCH);
 }
 
 static void version_string_is_major_minor_patch(void **state)
@@ -79,9 +78,9 @@ static void version_string_is_major_minor_patch(void **state)
 static void version_parser_rejects_other_forms(void **state)
 {
     static const char *const bad[] = {
-        "", "0", "0.2", "0.2.", "0.2.0.", "0.2.0.1", "v0.2.0", "0.2.0-rc1",
-        " 0.2.0", "+0.2.0", "00.2.0", "0..0", "0.100.0",
-    };
+        "",        "0",      "0.2",       "0.2.",   "0.2.0.",
+        "0.2.0.1", "v0.2.0", "0.2.0-rc1", " 0.2.0", "+0.2.0",
+        "00.2.0",  "0..0",   "0.100.0"};
     unsigned v[3];
 
     (void)state;

@@ -25,9 +25,9 @@
 #define SEREX_VERSION_STRING "0.2.0"
 
 /* major * 10000 + minor * 100 + patch, e.g. 200 for 0.2.0: for #if. */
-#define SEREX_VERSION_NUMBER                                         \
-    (SEREX_VERSION_MAJOR * 10000 + SEREX_VERSION_MINOR * 100 +       \
-     SEREX_VERSION_PATCH)
+#define SEREX_VERSION_NUMBER                                 \
+  (SEREX_VERSION_MAJOR * 10000 + SEREX_VERSION_MINOR * 100 + \
+   SEREX_VERSION_PATCH)
 
 #ifdef __cplusplus
 extern "C" {

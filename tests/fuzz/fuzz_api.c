@@ -3,7 +3,7 @@
  * fuzz_api.c - a libFuzzer harness: its input bytes become a sequence of
  * serex calls on one manual executor and one manual scheduler (no thread
  * anywhere, so a run is a pure function of its input), and every promise
- * of DESIGN.md that a single thread can observe is checked as it goes.
+ * of docs/contract.md that a single thread can observe is checked as it goes.
  * A violation calls abort(), which libFuzzer reports as a crash.
  *
  * Built two ways from this one file:
