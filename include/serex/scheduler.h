@@ -79,8 +79,10 @@ SEREX_API int serex_scheduler_create(const serex_scheduler_config *cfg,
  * queued on a target keeps the memory it needs until it ends. In manual
  * mode, destroy drops the timers still pending. Every serex_timer handle
  * is invalid after destroy. await_termination and destroy called from a
- * task of an executor on which this scheduler has a run queued or running
- * say SEREX_EDEADLK (promise 7a, docs/contract.md). @s NULL: NULL.
+ * task of an executor that a timer of this scheduler, not finished yet
+ * (due later, queued or running), is aimed at, directly or through a
+ * serial or striped over it, say SEREX_EDEADLK (promise 7a,
+ * docs/contract.md). @s NULL: NULL.
  */
 SEREX_API serex_executor *serex_scheduler_executor(serex_scheduler *s);
 
