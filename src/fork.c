@@ -15,7 +15,7 @@
 #include "park_internal.h"
 #include "thread_internal.h"
 
-_Atomic uint32_t serex__fork_gen;
+_Atomic uint32_t serex__fork_gen; /* written by fork_child only */
 static serex__once fork_once = SEREX__ONCE_INIT;
 
 static void fork_prepare(void)
