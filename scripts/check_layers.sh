@@ -30,8 +30,8 @@ set -euo pipefail
 # layer       unit        files (a unit is one component, or a whole open
 #                         layer); listed files that do not exist are ignored
 LAYERS='
-base        base        common_internal.h alloc.c fatal.c version.c
-platform    platform    thread.c thread_internal.h spinlock_internal.h
+base        base        common_internal.h fatal.c version.c
+platform    platform    thread_unix.c thread_win.c thread_internal.h spinlock_internal.h alloc.c alloc_internal.h
 core        core        executor.c executor_internal.h exec_class_internal.h
 core        core        op_internal.h future.c future_internal.h
 core        core        task_internal.h mpsc_internal.h await_internal.h

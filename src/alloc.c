@@ -2,12 +2,15 @@
 /*
  * alloc.c - the one allocator entry point, with a test hook that fails the
  * n-th allocation so that allocation failure is tested like any other input.
+ * The memory itself is the platform's (serex__os_alloc, thread_internal.h).
  */
 #include <stdatomic.h>
-#include <stdlib.h> /* malloc, calloc, free */
+#include <stdint.h> /* SIZE_MAX */
 #include <string.h> /* memset */
 
+#include "alloc_internal.h"
 #include "common_internal.h"
+#include "thread_internal.h"
 
 /*
  * fail_at: the value of `count` at which an allocation fails (0: never).
@@ -31,19 +34,19 @@ static int alloc_should_fail(void)
 
 void *serex__alloc(size_t size)
 {
-    return alloc_should_fail() ? NULL : malloc(size);
+    return alloc_should_fail() ? NULL : serex__os_alloc(0, size);
 }
 
 void *serex__calloc(size_t n, size_t size)
 {
-    return alloc_should_fail() ? NULL : calloc(n, size);
+    if (size != 0 && n > SIZE_MAX / size)
+        return NULL; /* the product would wrap */
+    return alloc_should_fail() ? NULL : serex__os_calloc(n, size);
 }
 
 void *serex__alloc_aligned(size_t align, size_t size)
 {
-    /* aligned_alloc wants a size that is a multiple of the alignment */
-    size = (size + align - 1) / align * align;
-    return alloc_should_fail() ? NULL : aligned_alloc(align, size);
+    return alloc_should_fail() ? NULL : serex__os_alloc(align, size);
 }
 
 void *serex__calloc_aligned(size_t align, size_t size)
@@ -57,7 +60,7 @@ void *serex__calloc_aligned(size_t align, size_t size)
 
 void serex__free(void *p)
 {
-    free(p);
+    serex__os_free(p);
 }
 
 unsigned long serex__alloc_fail_nth(unsigned long n)

@@ -35,6 +35,7 @@
  * freed: never lost, never leaked, and never handed to a user's
  * on_pending (promise 5, docs/contract.md).
  */
+#include "alloc_internal.h"
 #include "common_internal.h"
 #include "nodecache_internal.h"
 #include "op_internal.h"

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * common_internal.h - pieces every component uses: container_of, internal
- * assertions, branch hints, allocation (with a test hook that fails the n-th
- * allocation), argument checks shared by the public entry points. The base
+ * common_internal.h - pieces every file uses: container_of, internal
+ * assertions, branch hints, argument checks shared by the public entry
+ * points. The base
  * layer: it knows no other part of serex.
  */
 #ifndef SEREX_COMMON_INTERNAL_H
@@ -40,25 +40,6 @@ _Noreturn void serex__assert_fail(const char *expr, const char *file, int line);
  * released twice): prints "serex: <call>: <what>" and aborts, in every
  * build (fatal.c). */
 _Noreturn void serex__misuse(const char *call, const char *what);
-
-/*
- * All allocation goes through these two, so tests can fail any allocation.
- * serex__alloc returns NULL on failure (real or injected).
- */
-void *serex__alloc(size_t size);
-void *serex__calloc(size_t n, size_t size);
-void *serex__alloc_aligned(size_t align, size_t size);
-/* serex__alloc_aligned, zeroed: the objects each create call makes. */
-void *serex__calloc_aligned(size_t align, size_t size);
-void serex__free(void *p);
-
-/*
- * Test hook: the n-th allocation from now fails (n >= 1), and every one
- * after it succeeds again; n = 0 disables injection. Returns the number of
- * allocations made since the previous call, so a test can first count the
- * allocations an operation makes and then fail each in turn.
- */
-unsigned long serex__alloc_fail_nth(unsigned long n);
 
 /* A timeout argument is SEREX_FOREVER, 0 or positive. */
 static inline int serex__timeout_valid(int64_t timeout_ns)

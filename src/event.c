@@ -18,6 +18,7 @@
  */
 #include <stdatomic.h>
 
+#include "alloc_internal.h"
 #include "common_internal.h"
 #include "park_internal.h"
 #include "thread_internal.h"

@@ -19,6 +19,7 @@
  * A task whose target refuses it at release is kept aside, in order, and
  * handed back by destroy: it no longer holds back the tasks behind it.
  */
+#include "alloc_internal.h"
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "nodecache_internal.h"

@@ -4,6 +4,7 @@
  * only when serex_manual_run_one/run_pending is called. It exists for
  * deterministic tests, so it is simple rather than fast.
  */
+#include "alloc_internal.h"
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"

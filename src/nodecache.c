@@ -20,6 +20,7 @@
 #  include <sanitizer/asan_interface.h>
 #endif
 
+#include "alloc_internal.h"
 #include "common_internal.h"
 #include "spinlock_internal.h"
 #include "thread_internal.h"

@@ -90,6 +90,7 @@
  */
 #include <stdio.h>  /* snprintf for thread names */
 
+#include "alloc_internal.h"
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"

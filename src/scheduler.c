@@ -93,6 +93,7 @@
  * never touches freed memory, and destroy never waits for a target.
  */
 
+#include "alloc_internal.h"
 #include "await_internal.h"
 #include "common_internal.h"
 #include "executor_internal.h"

@@ -95,6 +95,7 @@
  * round, not per visit); its mutations show each check can fail.
  */
 
+#include "alloc_internal.h"
 #include "await_internal.h"
 #include "common_internal.h"
 #include "executor_internal.h"

@@ -75,6 +75,7 @@
  */
 #include <string.h> /* memset */
 
+#include "alloc_internal.h"
 #include "await_internal.h"
 #include "common_internal.h"
 #include "exec_class_internal.h"

@@ -1,32 +1,104 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * thread_internal.h - the one layer between serex and the platform's threads.
+ * thread_internal.h - the platform layer: everything serex needs of the
+ * operating system (threads, mutexes, condition variables, once, thread
+ * exit destructors, the monotonic clock, CPU count, thread names, timer
+ * slack, yielding, the fork hook) behind one interface. No other file of
+ * src/ includes an OS header or tests an OS macro (scripts/check_layers.sh
+ * enforces it).
  *
- * Normally C11 <threads.h>. ThreadSanitizer on this toolchain cannot run
- * threads started by thrd_create (they crash inside TSan, and mtx_/cnd_
- * order nothing for it), so when built with -fsanitize=thread the same
- * calls map onto POSIX threads, which TSan models. Tests that start threads
- * use this layer too.
+ * --- Three back ends for threads, locks and condition variables ---
+ *   SEREX__THREADS_C11    C11 <threads.h>, where the C library has it
+ *                         (glibc, musl, FreeBSD): thread_unix.c
+ *   SEREX__THREADS_POSIX  POSIX threads, where it has not (macOS, OpenBSD,
+ *                         NetBSD, Android < 30), and always under
+ *                         ThreadSanitizer, which cannot run threads started
+ *                         by thrd_create and sees no order in mtx_/cnd_:
+ *                         thread_unix.c
+ *   SEREX__THREADS_WIN32  SRWLOCK, CONDITION_VARIABLE, InitOnceExecuteOnce,
+ *                         FLS destructors, QueryPerformanceCounter:
+ *                         thread_win.c
+ * The build picks one by feature detection (CMakeLists.txt checks that
+ * thrd_create links) and passes SEREX_THREADS_C11, _POSIX or _WIN32; a
+ * user may force one (-DSEREX_THREADS=posix), so every back end that can
+ * run on Linux is tested on Linux. Without a define (the two-file drop-in
+ * built by plain cc) the choice is made here: Windows -> Win32; TSan ->
+ * POSIX; <threads.h> present and __STDC_NO_THREADS__ not defined -> C11;
+ * else POSIX.
  *
- * Time is monotonic nanoseconds everywhere (serex__now_ns). C11 timed waits
- * take a wall-clock deadline, so serex__cond_wait_until converts at the
- * wait; callers re-check the monotonic clock after every wake-up, so a
- * wall-clock jump can delay a wake-up but never end a wait early.
+ * Time is monotonic nanoseconds everywhere (serex__now_ns). Timed waits
+ * take a monotonic deadline; a back end whose wait wants a wall-clock or a
+ * relative time converts at the wait, and no single wait is longer than
+ * SEREX__WAIT_MAX_NS (a day): a 32-bit time_t cannot hold a deadline far in
+ * the future, and callers re-check their condition and the clock after
+ * every wake-up anyway, so a long wait is a few more wake-ups a year.
  */
 #ifndef SEREX_THREAD_INTERNAL_H
 #define SEREX_THREAD_INTERNAL_H
 
+#include <stddef.h> /* size_t */
 #include <stdint.h> /* int64_t */
 
+/* ThreadSanitizer, with either compiler. */
 #if defined(__SANITIZE_THREAD__)
-#  define SEREX__USE_PTHREAD 1
+#  define SEREX__TSAN 1
 #elif defined(__has_feature)
 #  if __has_feature(thread_sanitizer)
-#    define SEREX__USE_PTHREAD 1
+#    define SEREX__TSAN 1
 #  endif
 #endif
 
-#ifdef SEREX__USE_PTHREAD
+/* The back end: the build's choice, else detected (see above). */
+#if defined(SEREX_THREADS_WIN32)
+#  define SEREX__THREADS_WIN32 1
+#elif defined(SEREX_THREADS_POSIX)
+#  define SEREX__THREADS_POSIX 1
+#elif defined(SEREX_THREADS_C11) && !defined(SEREX__TSAN)
+#  define SEREX__THREADS_C11 1
+#elif defined(_WIN32)
+#  define SEREX__THREADS_WIN32 1
+#elif defined(SEREX__TSAN) || defined(__STDC_NO_THREADS__)
+#  define SEREX__THREADS_POSIX 1
+#elif defined(__has_include)
+#  if __has_include(<threads.h>)
+#    define SEREX__THREADS_C11 1
+#  else
+#    define SEREX__THREADS_POSIX 1
+#  endif
+#else
+#  define SEREX__THREADS_POSIX 1
+#endif
+
+/*
+ * Thread-local storage that the compiler emulates with heap blocks freed
+ * by a thread-exit destructor of its own (GCC on mingw-w64, OpenBSD,
+ * Android before API 29; clang -femulated-tls): a destructor of ours may
+ * run after it, so our per-thread data must not live in _Thread_local
+ * storage that a destructor reads (nodecache.c). The build may say so
+ * (SEREX_TLS_EMULATED, as the emulated-TLS test stage does).
+ */
+#if defined(SEREX_TLS_EMULATED) || defined(__OpenBSD__) ||                \
+    (defined(__MINGW32__) && !defined(__clang__)) ||                       \
+    (defined(__ANDROID__) && defined(__ANDROID_API__) &&                   \
+     __ANDROID_API__ < 29)
+#  define SEREX__TLS_EMULATED 1
+#endif
+
+#if defined(SEREX__THREADS_WIN32)
+#  ifndef WIN32_LEAN_AND_MEAN
+#    define WIN32_LEAN_AND_MEAN
+#  endif
+#  ifndef NOMINMAX
+#    define NOMINMAX
+#  endif
+#  include <windows.h>
+typedef HANDLE serex__thread;
+typedef SRWLOCK serex__mutex;
+typedef CONDITION_VARIABLE serex__cond;
+typedef INIT_ONCE serex__once;
+typedef DWORD serex__tls_key; /* an FLS index: its callback runs at exit */
+#  define SEREX__ONCE_INIT INIT_ONCE_STATIC_INIT
+#elif defined(SEREX__THREADS_POSIX)
 #  include <pthread.h>
 typedef pthread_t serex__thread;
 typedef pthread_mutex_t serex__mutex;
@@ -45,6 +117,8 @@ typedef tss_t serex__tls_key;
 #endif
 
 #define SEREX__NS_PER_S INT64_C(1000000000)
+/* The longest single timed wait (see above). */
+#define SEREX__WAIT_MAX_NS (INT64_C(86400) * SEREX__NS_PER_S)
 
 typedef int (*serex__thread_fn)(void *arg);
 
@@ -62,7 +136,8 @@ void serex__thread_precise_timers(void);
  * Runs @prepare before fork() and @parent / @child after it, in the parent
  * and the child (pthread_atfork). The policy, what is locked and what a
  * child may still do, is fork.c's; this is only the platform's hook.
- * Returns SEREX_OK or SEREX_ENOMEM.
+ * Returns SEREX_OK or SEREX_ENOMEM; SEREX_OK and nothing to do where the
+ * platform has no fork() (Windows).
  */
 int serex__atfork(void (*prepare)(void), void (*parent)(void),
                   void (*child)(void));
@@ -98,14 +173,29 @@ int64_t serex__deadline(int64_t timeout_ns);
 /* Online CPUs, at least 1. */
 unsigned serex__cpu_count(void);
 
-/* A pause for spin loops (the x86 PAUSE instruction, or nothing). */
+/* A pause for spin loops (x86 PAUSE, ARM YIELD, or nothing). */
 static inline void serex__cpu_relax(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+    YieldProcessor();
+#elif defined(_MSC_VER) && (defined(_M_ARM64) || defined(_M_ARM))
+    __yield();
+#elif defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
-#elif defined(__aarch64__)
+#elif defined(__aarch64__) || (defined(__arm__) && __ARM_ARCH >= 7)
     __asm__ __volatile__("yield");
 #endif
 }
+
+/*
+ * Memory for serex__alloc (alloc.c): the C library's, aligned to @align (a
+ * power of two, at least sizeof(void *)). Every block, aligned or not,
+ * comes from here and goes back through serex__os_free: Windows' CRT has
+ * no aligned_alloc, and its _aligned_malloc blocks need _aligned_free.
+ */
+void *serex__os_alloc(size_t align, size_t size);
+/* @n * @size zeroed bytes (the caller checked the product fits). */
+void *serex__os_calloc(size_t n, size_t size);
+void serex__os_free(void *p);
 
 #endif /* SEREX_THREAD_INTERNAL_H */

@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "alloc_internal.h"
 #include "common_internal.h"
 
 static unsigned fls64(uint64_t x) /* index of the highest set bit; x != 0 */

@@ -21,6 +21,7 @@
 #include <serex/serex.h>
 
 #ifndef SEREX_TEST_SHARED
+#  include "alloc_internal.h"
 #  include "common_internal.h"
 #  include "thread_internal.h"
 #endif
