@@ -33,8 +33,10 @@ static void fork_parent(void)
 static void fork_child(void)
 {
     /* The child's copies of the locks are held by its one thread: the
-     * same unlocks as the parent's free them. */
-    fork_parent();
+     * depots' are freed by the parent's unlocks; the parking lot's are
+     * made anew (their condition variables may list parent threads). */
+    serex__park_fork_child();
+    serex__cache_fork_unlock();
     /* relaxed: the child's only thread, before it runs anything else */
     atomic_fetch_add_explicit(&serex__fork_gen, 1, memory_order_relaxed);
 }

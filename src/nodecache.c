@@ -16,6 +16,8 @@
  */
 #include "nodecache_internal.h"
 
+#include <stdbool.h>
+
 #ifdef SEREX__CACHE_POISONS
 #  include <sanitizer/asan_interface.h>
 #endif
@@ -49,7 +51,22 @@ struct depot {
     unsigned nchains;
 };
 
+/*
+ * The calling thread's lists, TC. Normally a _Thread_local struct. Where
+ * the compiler emulates thread-local storage (SEREX__TLS_EMULATED, see
+ * thread_internal.h) that storage may be freed before our thread-exit
+ * destructor runs, so the struct lives on the heap, the destructor gets
+ * it as its argument and never reads a _Thread_local; until a thread
+ * registers, its pointer aims at an empty stand-in that nobody writes.
+ */
+#ifdef SEREX__TLS_EMULATED
+static struct tcache tc_empty; /* read only: registered is 0 */
+static _Thread_local struct tcache *tcp = &tc_empty;
+#  define TC (*tcp)
+#else
 static _Thread_local struct tcache tc;
+#  define TC tc
+#endif
 static struct depot depots[SEREX__NCLASSES]; /* zero: unlocked, empty */
 static serex__once key_once = SEREX__ONCE_INIT;
 static serex__tls_key exit_key;
@@ -163,31 +180,40 @@ static void *depot_take(enum serex__cache_class cls)
 
 /* --- the thread lists --- */
 
-/* Detaches the first CHAIN blocks of the thread's list as a chain. */
-static void *local_detach_chain(enum serex__cache_class cls)
+/* Detaches the first CHAIN blocks of @t's list as a chain. */
+static void *local_detach_chain(struct tcache *t, enum serex__cache_class cls)
 {
-    void *first = tc.head[cls], *last = first;
+    void *first = t->head[cls], *last = first;
 
     for (unsigned i = 1; i < CHAIN; i++)
         last = links_of(cls, last)->next;
-    tc.head[cls] = links_of(cls, last)->next;
+    t->head[cls] = links_of(cls, last)->next;
     links_of(cls, last)->next = NULL;
-    tc.count[cls] -= CHAIN;
+    t->count[cls] -= CHAIN;
     return first;
 }
 
-static void cache_thread_exit(void *unused)
+/* Gives @t's blocks to the depot (whole chains) or back to free(). */
+static void cache_flush(struct tcache *t)
 {
-    (void)unused;
     for (int c = 0; c < SEREX__NCLASSES; c++) {
         enum serex__cache_class cls = (enum serex__cache_class)c;
 
-        while (tc.count[cls] >= CHAIN)
-            depot_put(cls, local_detach_chain(cls));
-        chain_free(cls, tc.head[cls]);
-        tc.head[cls] = NULL;
-        tc.count[cls] = 0;
+        while (t->count[cls] >= CHAIN)
+            depot_put(cls, local_detach_chain(t, cls));
+        chain_free(cls, t->head[cls]);
+        t->head[cls] = NULL;
+        t->count[cls] = 0;
     }
+}
+
+/* A registered thread ends: @arg is its lists (see TC). */
+static void cache_thread_exit(void *arg)
+{
+    cache_flush(arg);
+#ifdef SEREX__TLS_EMULATED
+    serex__free(arg);
+#endif
 }
 
 static void key_init(void)
@@ -195,25 +221,37 @@ static void key_init(void)
     key_ok = serex__tls_key_create(&exit_key, cache_thread_exit) == SEREX_OK;
 }
 
-/* Arms the exit destructor, so a thread's blocks outlive it in the depot. */
-static void cache_register_thread(void)
+/*
+ * Arms the exit destructor, so a thread's blocks outlive it in the depot.
+ * False only with emulated TLS, when the thread's lists could not be
+ * allocated: the thread then caches nothing (each block goes to and comes
+ * from the allocator), and tries again on its next call.
+ */
+static bool cache_register_thread(void)
 {
+#ifdef SEREX__TLS_EMULATED
+    struct tcache *t = serex__calloc(1, sizeof *t);
+
+    if (t == NULL)
+        return false;
+    tcp = t;
+#endif
     serex__call_once(&key_once, key_init);
     if (key_ok)
-        serex__tls_set(exit_key, &tc);
-    tc.registered = 1;
+        serex__tls_set(exit_key, &TC);
+    TC.registered = 1;
+    return true;
 }
 
 static void *cache_refill(enum serex__cache_class cls)
 {
-    void *b;
+    /* unregistered and no lists to be had: no depot chain either */
+    bool lists = TC.registered || cache_register_thread();
+    void *b = lists ? depot_take(cls) : NULL;
 
-    if (serex__unlikely(!tc.registered))
-        cache_register_thread();
-    b = depot_take(cls);
     if (b != NULL) {
-        tc.head[cls] = links_of(cls, b)->next;
-        tc.count[cls] = CHAIN - 1;
+        TC.head[cls] = links_of(cls, b)->next;
+        TC.count[cls] = CHAIN - 1;
     } else {
         b = serex__alloc_aligned(block_align(cls), block_room(cls));
         if (b == NULL)
@@ -224,11 +262,11 @@ static void *cache_refill(enum serex__cache_class cls)
 
 void *serex__cache_alloc(enum serex__cache_class cls)
 {
-    void *b = tc.head[cls];
+    void *b = TC.head[cls];
 
     if (serex__likely(b != NULL)) {
-        tc.head[cls] = links_of(cls, b)->next;
-        tc.count[cls]--;
+        TC.head[cls] = links_of(cls, b)->next;
+        TC.count[cls]--;
         return block_hand_out(cls, b);
     }
     return cache_refill(cls);
@@ -236,18 +274,20 @@ void *serex__cache_alloc(enum serex__cache_class cls)
 
 void serex__cache_free(enum serex__cache_class cls, void *block)
 {
-    if (serex__unlikely(!tc.registered))
-        cache_register_thread();
+    if (serex__unlikely(!TC.registered) && !cache_register_thread()) {
+        serex__free(block); /* no lists for this thread (see above) */
+        return;
+    }
     block_take_in(cls, block);
-    links_of(cls, block)->next = tc.head[cls];
-    tc.head[cls] = block;
-    if (serex__unlikely(++tc.count[cls] > LOCAL_MAX))
-        depot_put(cls, local_detach_chain(cls));
+    links_of(cls, block)->next = TC.head[cls];
+    TC.head[cls] = block;
+    if (serex__unlikely(++TC.count[cls] > LOCAL_MAX))
+        depot_put(cls, local_detach_chain(&TC, cls));
 }
 
 void serex__cache_trim(void)
 {
-    cache_thread_exit(NULL);
+    cache_flush(&TC);
     for (int c = 0; c < SEREX__NCLASSES; c++) {
         enum serex__cache_class cls = (enum serex__cache_class)c;
         void *chain;

@@ -116,3 +116,25 @@ void serex__park_fork_unlock(void)
     for (int i = NBUCKETS - 1; i >= 0; i--)
         serex__mutex_unlock(&buckets[i].mu);
 }
+
+void serex__park_fork_child(void)
+{
+    /*
+     * Made anew, not unlocked: a parent thread that was waiting on a
+     * bucket at the fork is still on that condition variable's waiter
+     * list in the child's copy (musl keeps the list in the object), and a
+     * broadcast in the child would go to it instead of to a real waiter:
+     * the child hung (10 runs of 10 under load). The child has one thread
+     * and holds every bucket lock (fork_prepare), so nothing else can
+     * touch them; the old objects are dropped, not destroyed (destroying
+     * a condition variable with waiters is undefined).
+     */
+    for (int i = 0; i < NBUCKETS; i++) {
+        int rc = serex__mutex_init(&buckets[i].mu);
+
+        if (rc == SEREX_OK)
+            rc = serex__cond_init(&buckets[i].cv);
+        SEREX_ASSERT(rc == SEREX_OK);
+        (void)rc;
+    }
+}

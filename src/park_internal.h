@@ -40,5 +40,7 @@ void serex__park_wake_all(const volatile void *word);
 /* fork(): hold every bucket across it (fork.c; see fork_internal.h). */
 void serex__park_fork_lock(void);
 void serex__park_fork_unlock(void);
+/* In a child after fork(): every bucket made anew, unlocked (park.c). */
+void serex__park_fork_child(void);
 
 #endif /* SEREX_PARK_INTERNAL_H */
