@@ -27,6 +27,42 @@
 
 #define SEREX__CACHELINE 64
 
+/* Thread-local storage: C11's keyword, or MSVC's older spelling (its C
+ * mode lacks _Thread_local before Visual Studio 2022 17.x). */
+#if defined(_MSC_VER) && !defined(__clang__)
+#  define SEREX__THREAD_LOCAL __declspec(thread)
+#else
+#  define SEREX__THREAD_LOCAL _Thread_local
+#endif
+
+/* Index of the highest and of the lowest set bit of @x (x != 0). */
+#if defined(_MSC_VER) && !defined(__clang__)
+#  include <intrin.h>
+static inline unsigned serex__fls64(uint64_t x)
+{
+    unsigned long i;
+
+    _BitScanReverse64(&i, x);
+    return (unsigned)i;
+}
+static inline unsigned serex__ffs64(uint64_t x)
+{
+    unsigned long i;
+
+    _BitScanForward64(&i, x);
+    return (unsigned)i;
+}
+#else
+static inline unsigned serex__fls64(uint64_t x)
+{
+    return 63u - (unsigned)__builtin_clzll(x);
+}
+static inline unsigned serex__ffs64(uint64_t x)
+{
+    return (unsigned)__builtin_ctzll(x);
+}
+#endif
+
 /* Internal invariants only, never input: input gets a status code. */
 #ifdef NDEBUG
 #  define SEREX_ASSERT(x) ((void)0)

@@ -28,7 +28,7 @@ const char *serex_strerror(int status)
 
 /* --- frames: which executors this thread is running a task for --- */
 
-static _Thread_local struct serex__frame *current_frame;
+static SEREX__THREAD_LOCAL struct serex__frame *current_frame;
 
 void serex__frame_push(struct serex__frame *f, serex_executor *ex)
 {

@@ -61,10 +61,10 @@ struct depot {
  */
 #ifdef SEREX__TLS_EMULATED
 static struct tcache tc_empty; /* read only: registered is 0 */
-static _Thread_local struct tcache *tcp = &tc_empty;
+static SEREX__THREAD_LOCAL struct tcache *tcp = &tc_empty;
 #  define TC (*tcp)
 #else
-static _Thread_local struct tcache tc;
+static SEREX__THREAD_LOCAL struct tcache tc;
 #  define TC tc
 #endif
 static struct depot depots[SEREX__NCLASSES]; /* zero: unlocked, empty */

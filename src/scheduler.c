@@ -469,7 +469,7 @@ static uint64_t sched_settle(struct serex_scheduler *s, struct serex_timer *t)
 static struct shard *my_shard(struct serex_scheduler *s)
 {
     static _Atomic unsigned tickets; /* taken by each thread's first call */
-    static _Thread_local unsigned ticket; /* 0: none yet */
+    static SEREX__THREAD_LOCAL unsigned ticket; /* 0: none yet */
 
     if (s->nshards == 1)
         return &s->shards[0];
@@ -1172,7 +1172,7 @@ struct sched_visit {
     const struct serex_scheduler *s;
     struct sched_visit *prev;
 };
-static _Thread_local struct sched_visit *visiting;
+static SEREX__THREAD_LOCAL struct sched_visit *visiting;
 
 #define FACES_MAX 8u /* other schedulers' faces among one shard's targets */
 

@@ -10,10 +10,6 @@
 #include "alloc_internal.h"
 #include "common_internal.h"
 
-static unsigned fls64(uint64_t x) /* index of the highest set bit; x != 0 */
-{
-    return 63u - (unsigned)__builtin_clzll(x);
-}
 
 static uint64_t tick_of(const struct serex__wheel *w, int64_t key)
 {
@@ -59,11 +55,11 @@ int serex__wheel_init(struct serex__wheel *w, unsigned size, int64_t tick_ns,
     if (size < 2 || size > (1u << 16) || (size & (size - 1)) != 0 ||
         tick_ns < 1)
         return SEREX_EINVAL;
-    w->bits = fls64(size);
+    w->bits = serex__fls64(size);
     w->levels = (64 + w->bits - 1) / w->bits;
     w->mask = size - 1;
     w->origin = origin;
-    w->shift = fls64((uint64_t)tick_ns); /* a shift, not a division */
+    w->shift = serex__fls64((uint64_t)tick_ns); /* a shift, not a division */
     w->now_key = origin;
     w->words = (size + 63) / 64;
     w->slots = serex__calloc(nslots(w) + 1, sizeof *w->slots);
@@ -111,7 +107,7 @@ static void wheel_file(struct serex__wheel *w, struct serex__wtimer *t)
         list_push(due_head(w), t);
         return;
     }
-    level = fls64(tick ^ w->now) / w->bits;
+    level = serex__fls64(tick ^ w->now) / w->bits;
     slot = (tick >> (w->bits * level)) & w->mask;
     list_push(slot_head(w, level, slot), t);
     *bitmap_word(w, level, slot) |= UINT64_C(1) << (slot % 64);
@@ -283,7 +279,7 @@ static int64_t bitmap_after(const struct serex__wheel *w, unsigned level,
         uint64_t word = *bitmap_word(w, level, s) >> (s % 64);
 
         if (word != 0)
-            return (int64_t)(s + (unsigned)__builtin_ctzll(word));
+            return (int64_t)(s + serex__ffs64(word));
         s = (s / 64 + 1) * 64;
     }
     return -1;
@@ -343,7 +339,7 @@ static int check_list(const struct serex__wheel *w, unsigned level,
         uint64_t tick = tick_of(w, t->key);
         bool here = due ? tick <= w->now
                         : tick > w->now &&
-                              fls64(tick ^ w->now) / w->bits == level &&
+                              serex__fls64(tick ^ w->now) / w->bits == level &&
                               ((tick >> (w->bits * level)) & w->mask) == slot;
 
         if (!here || t->pprev != pp || t->key < w->origin) {
