@@ -1481,6 +1481,383 @@ static int bench_channel_pipeline(const struct bench_cfg *cfg)
     return elapsed >= 0 && rc == 0 ? 0 : -1;
 }
 
+/* --- serial_messaging --- */
+
+#define RING_SERIALS 1000 /* S serials in a ring */
+#define RING_TOKENS 1000  /* R tokens; the hops are cfg->n */
+
+/* A serial's state: a plain busy flag and counter, on its own line.
+ * `busy` is volatile only so the compiler keeps the set and clear the
+ * check relies on (as the peers do). */
+struct ring_serial {
+    _Alignas(64) volatile int busy;
+    uint64_t count;
+};
+
+struct ring_run {
+    serex_executor *serials[RING_SERIALS];
+    struct ring_serial state[RING_SERIALS];
+    atomic_long violations;
+    atomic_long tokens_left; /* a token out of hops takes 1 */
+    struct done done;
+};
+
+struct ring_token {
+    struct ring_run *run;
+    uint32_t at;  /* the serial it was sent to */
+    int32_t left; /* hops still to go after this arrival */
+    int status;   /* a failed forward, reported after the run */
+};
+
+static void ring_token_task(void *arg)
+{
+    struct ring_token *t = arg;
+    struct ring_run *r = t->run;
+    struct ring_serial *s = &r->state[t->at];
+
+    if (s->busy)
+        atomic_fetch_add_explicit(&r->violations, 1, memory_order_relaxed);
+    s->busy = 1;
+    s->count++;
+    s->busy = 0;
+    if (t->left > 0) {
+        t->at = (t->at + 1) % RING_SERIALS;
+        t->left--;
+        t->status = serex_execute(r->serials[t->at], ring_token_task, t);
+        if (t->status == SEREX_OK)
+            return;
+    }
+    /* acq_rel: the last token out sees every other token's writes */
+    if (atomic_fetch_sub_explicit(&r->tokens_left, 1, memory_order_acq_rel) ==
+        1)
+        done_signal(&r->done);
+}
+
+static int ring_make(struct ring_run *r, serex_executor *pool)
+{
+    for (int i = 0; i < RING_SERIALS; i++) {
+        int rc = serex_serial_create(pool, NULL, &r->serials[i]);
+
+        if (rc != SEREX_OK) {
+            report_error("serex_serial_create", rc);
+            while (i-- > 0)
+                serex_destroy(r->serials[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int ring_destroy(struct ring_run *r)
+{
+    int failed = 0;
+
+    for (int i = 0; i < RING_SERIALS; i++) {
+        int rc = serex_destroy(r->serials[i]);
+
+        if (rc != SEREX_OK) {
+            report_error("serex_destroy", rc);
+            failed = -1;
+        }
+    }
+    return failed;
+}
+
+/* Timed: the R first submissions to the last arrival. -1 on failure. */
+static int64_t ring_measure(struct ring_run *r, struct ring_token *tok,
+                            uint64_t n)
+{
+    int64_t per_token = (int64_t)(n / RING_TOKENS), t0;
+
+    atomic_init(&r->tokens_left, RING_TOKENS);
+    for (uint32_t j = 0; j < RING_TOKENS; j++)
+        tok[j] = (struct ring_token){r, j, (int32_t)(per_token - 1),
+                                     SEREX_OK};
+    t0 = now_ns();
+    for (uint32_t j = 0; j < RING_TOKENS; j++) {
+        int rc = serex_execute(r->serials[j], ring_token_task, &tok[j]);
+
+        if (rc != SEREX_OK) { /* the tokens sent still run: wait for them */
+            report_error("serex_execute", rc);
+            atomic_fetch_sub(&r->tokens_left, (long)(RING_TOKENS - j));
+            if (j != 0)
+                done_wait(&r->done);
+            return -1;
+        }
+    }
+    done_wait(&r->done);
+    return r->done.t_end - t0;
+}
+
+static int bench_serial_messaging(const struct bench_cfg *cfg)
+{
+    struct ring_run *r = calloc(1, sizeof *r);
+    struct ring_token *tok = calloc(RING_TOKENS, sizeof *tok);
+    uint64_t n = cfg->n, sum = 0;
+    long viol;
+    int64_t elapsed = -1;
+    serex_executor *pool = NULL;
+    int ok = 0;
+
+    if (r == NULL || tok == NULL || done_init(&r->done) != 0)
+        goto out;
+    atomic_init(&r->violations, 0);
+    pool = pool_start(cfg->threads);
+    if (pool == NULL || ring_make(r, pool) != 0)
+        goto out;
+    elapsed = ring_measure(r, tok, n);
+    ok = ring_destroy(r) == 0 && elapsed > 0;
+    for (uint32_t j = 0; j < RING_TOKENS; j++)
+        if (tok[j].status != SEREX_OK) {
+            report_error("serex_execute (forward)", tok[j].status);
+            ok = 0;
+        }
+    for (int i = 0; i < RING_SERIALS; i++)
+        sum += r->state[i].count;
+    viol = atomic_load(&r->violations) + (sum != n);
+    if (ok) {
+        printf("RESULT bench=serial_messaging impl=%s threads=%d hops=%" PRIu64
+               " hops_per_sec=%.0f violations=%ld\n",
+               IMPL, cfg->threads, n, (double)n * 1e9 / (double)elapsed, viol);
+        fflush(stdout);
+    }
+out:
+    if (pool != NULL && pool_stop(pool) != 0)
+        ok = 0;
+    if (r != NULL)
+        sem_destroy(&r->done.sem);
+    free(tok);
+    free(r);
+    return ok ? 0 : -1;
+}
+
+/* --- timer_load --- */
+
+#define LATE_UNSET INT64_MIN
+
+/* One timer's record: its due time, then the lateness its task saw. */
+struct load_timer {
+    struct load_run *run;
+    int64_t due;
+    int64_t late; /* LATE_UNSET until it fires */
+};
+
+struct load_run {
+    atomic_long fires, twice;
+    long m;
+    int64_t cpu_end;
+    struct done done;
+};
+
+static void load_task(void *arg)
+{
+    struct load_timer *t = arg;
+    int64_t now = now_ns();
+    struct load_run *r = t->run;
+
+    if (t->late != LATE_UNSET)
+        atomic_fetch_add_explicit(&r->twice, 1, memory_order_relaxed);
+    t->late = now - t->due;
+    if (atomic_fetch_add_explicit(&r->fires, 1, memory_order_acq_rel) + 1 ==
+        r->m) {
+        r->cpu_end = cpu_time_ns();
+        done_signal(&r->done);
+    }
+}
+
+/* Percentile (nearest rank) of @k sorted values. */
+static int64_t pct_sorted(const int64_t *v, long k, int p)
+{
+    long i = (long)((double)p / 100.0 * (double)k + 0.999999) - 1;
+
+    return v[i < 0 ? 0 : (i >= k ? k - 1 : i)];
+}
+
+static void load_report(const struct bench_cfg *cfg, struct load_timer *t,
+                        long m, long fires, long twice, int64_t cpu_ns)
+{
+    int64_t *late = malloc((size_t)m * sizeof *late);
+    long k = 0, early = 0, viol;
+
+    if (late == NULL)
+        return;
+    for (long i = 0; i < m; i++) {
+        if (t[i].late == LATE_UNSET)
+            continue;
+        early += t[i].late < 0;
+        late[k++] = t[i].late;
+    }
+    viol = (m - k) + twice + (fires != m);
+    if (k == 0)
+        late[k++] = 0;
+    qsort(late, (size_t)k, sizeof *late, cmp_i64);
+    printf("RESULT bench=timer_load impl=%s threads=%d timers=%ld "
+           "cpu_ns_per_timer=%.0f p50_us=%.1f p99_us=%.1f max_us=%.1f "
+           "early=%ld fires=%ld violations=%ld\n",
+           IMPL, cfg->threads, m, (double)cpu_ns / (double)m,
+           (double)pct_sorted(late, k, 50) / 1e3,
+           (double)pct_sorted(late, k, 99) / 1e3, (double)late[k - 1] / 1e3,
+           early, fires, viol);
+    fflush(stdout);
+    free(late);
+}
+
+/* M one-shot timers, delays uniform in [0, 1 s), scheduled as fast as the
+ * main thread can onto the pool; each task records its lateness. */
+static int bench_timer_load(const struct bench_cfg *cfg)
+{
+    long m = cfg->m;
+    struct load_timer *t = malloc((size_t)m * sizeof *t);
+    struct load_run r = {.m = m};
+    serex_executor *pool = NULL;
+    serex_scheduler *s = NULL;
+    struct lcg g = {42};
+    int64_t cpu0;
+    int ok = 0;
+
+    atomic_init(&r.fires, 0);
+    atomic_init(&r.twice, 0);
+    if (t == NULL || done_init(&r.done) != 0)
+        goto out;
+    pool = pool_start(cfg->threads);
+    s = pool != NULL ? scheduler_start() : NULL;
+    if (s == NULL)
+        goto out;
+    for (long i = 0; i < m; i++)
+        t[i] = (struct load_timer){&r, 0, LATE_UNSET};
+    cpu0 = cpu_time_ns();
+    for (long i = 0; i < m; i++) {
+        int64_t d = (int64_t)(lcg_next(&g) % 1000000u) * NS_PER_US;
+        int rc;
+
+        t[i].due = now_ns() + d;
+        rc = serex_schedule(s, pool, d, load_task, &t[i], NULL);
+        if (rc != SEREX_OK) {
+            report_error("serex_schedule", rc);
+            r.m = i; /* wait for the ones scheduled, then fail */
+            m = i;
+            break;
+        }
+    }
+    ok = m == cfg->m;
+    if (m > 0 && !done_wait_for(&r.done, 60 * NS_PER_S)) {
+        fprintf(stderr, "timer_load: not every timer fired in 60 s\n");
+        ok = 0;
+    }
+    /* the scheduler's destroy waits for its runs; the pool's, for theirs:
+     * every record is final afterwards */
+    if (scheduler_stop(s, "timer_load") != 0)
+        ok = 0;
+    s = NULL;
+    if (pool_stop(pool) != 0)
+        ok = 0;
+    pool = NULL;
+    if (ok)
+        load_report(cfg, t, m, atomic_load(&r.fires), atomic_load(&r.twice),
+                    r.cpu_end - cpu0);
+out:
+    if (s != NULL)
+        scheduler_stop(s, "timer_load");
+    if (pool != NULL)
+        pool_stop(pool);
+    sem_destroy(&r.done.sem);
+    free(t);
+    return ok ? 0 : -1;
+}
+
+/* --- pool_trickle --- */
+
+#define TRICKLE_TASKS 10000L
+#define TRICKLE_INTERVAL_NS (100 * NS_PER_US)
+
+struct trickle_run {
+    int64_t *lat;      /* per task: run time - submission time */
+    atomic_long left;
+    struct done done;
+};
+
+struct trickle_task {
+    struct trickle_run *run;
+    int64_t submitted;
+    long i;
+};
+
+static void trickle_task_fn(void *arg)
+{
+    struct trickle_task *t = arg;
+    struct trickle_run *r = t->run;
+
+    r->lat[t->i] = now_ns() - t->submitted;
+    if (atomic_fetch_sub_explicit(&r->left, 1, memory_order_acq_rel) == 1)
+        done_signal(&r->done);
+}
+
+/*
+ * A trickle of work onto an idle pool: TRICKLE_TASKS tasks, one every
+ * interval (100 us; --variant sets it in us), the submitter sleeping in
+ * between. Reports the process CPU time as a percentage of one core over
+ * the run (what the pool burns between tasks) and each task's latency.
+ */
+static int bench_pool_trickle(const struct bench_cfg *cfg)
+{
+    int64_t interval = cfg->variant > 0 ? cfg->variant * NS_PER_US
+                                        : TRICKLE_INTERVAL_NS;
+    long n = TRICKLE_TASKS;
+    struct trickle_run r;
+    struct trickle_task *tasks = malloc((size_t)n * sizeof *tasks);
+    serex_executor *pool = NULL;
+    int64_t wall0, cpu0, wall, cpu, next;
+    int ok = 0;
+
+    r.lat = malloc((size_t)n * sizeof *r.lat);
+    atomic_init(&r.left, n);
+    if (tasks == NULL || r.lat == NULL || done_init(&r.done) != 0)
+        goto out;
+    pool = pool_start(cfg->threads);
+    if (pool == NULL)
+        goto out;
+    sleep_until(now_ns() + 10 * NS_PER_MS); /* the pool settles idle */
+    wall0 = now_ns();
+    cpu0 = cpu_time_ns();
+    next = wall0;
+    for (long i = 0; i < n; i++) {
+        int rc;
+
+        sleep_until(next);
+        tasks[i] = (struct trickle_task){&r, now_ns(), i};
+        rc = serex_execute(pool, trickle_task_fn, &tasks[i]);
+        if (rc != SEREX_OK) {
+            report_error("serex_execute", rc);
+            atomic_fetch_sub(&r.left, n - i);
+            if (i == 0)
+                goto out;
+            break;
+        }
+        next += interval;
+    }
+    done_wait(&r.done);
+    wall = now_ns() - wall0;
+    cpu = cpu_time_ns() - cpu0;
+    ok = atomic_load(&r.left) == 0;
+    if (ok) {
+        qsort(r.lat, (size_t)n, sizeof *r.lat, cmp_i64);
+        printf("RESULT bench=pool_trickle impl=%s threads=%d tasks=%ld "
+               "interval_us=%lld cpu_pct=%.1f p50_us=%.1f p99_us=%.1f\n",
+               IMPL, cfg->threads, n, (long long)(interval / NS_PER_US),
+               100.0 * (double)cpu / (double)wall,
+               (double)pct_sorted(r.lat, n, 50) / 1e3,
+               (double)pct_sorted(r.lat, n, 99) / 1e3);
+        fflush(stdout);
+    }
+out:
+    if (pool != NULL && pool_stop(pool) != 0)
+        ok = 0;
+    sem_destroy(&r.done.sem);
+    free(r.lat);
+    free(tasks);
+    return ok ? 0 : -1;
+}
+
 /* --- the bench table and the command line --- */
 
 struct bench {
@@ -1499,6 +1876,9 @@ static const struct bench bench_table[] = {
     {"timer_accuracy", bench_timer_accuracy},
     {"timer_periodic", bench_timer_periodic},
     {"channel_pipeline", bench_channel_pipeline},
+    {"serial_messaging", bench_serial_messaging},
+    {"timer_load", bench_timer_load},
+    {"pool_trickle", bench_pool_trickle},
 };
 
 #define BENCH_COUNT (sizeof bench_table / sizeof bench_table[0])
