@@ -13,19 +13,20 @@
 #include "thread_internal.h"
 
 /*
- * fail_at: the value of `count` at which an allocation fails (0: never).
- * count: allocations made since the hook was last set. Both relaxed: the
- * hook is a test instrument, set before the operation it targets, and a
- * count off by a racing thread only moves which allocation fails.
+ * fail_at: the value of `alloc_count` at which an allocation fails (0:
+ * never). alloc_count: allocations made since the hook was last set. Both
+ * relaxed: the hook is a test instrument, set before the operation it
+ * targets, and a count off by a racing thread only moves which allocation
+ * fails.
  */
 static _Atomic unsigned long fail_at;
-static _Atomic unsigned long count;
+static _Atomic unsigned long alloc_count;
 
 static int alloc_should_fail(void)
 {
     unsigned long n, at = atomic_load_explicit(&fail_at, memory_order_relaxed);
 
-    n = atomic_fetch_add_explicit(&count, 1, memory_order_relaxed) + 1;
+    n = atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed) + 1;
     if (serex__likely(at == 0) || n != at)
         return 0;
     atomic_store_explicit(&fail_at, 0, memory_order_relaxed);
@@ -66,7 +67,7 @@ void serex__free(void *p)
 unsigned long serex__alloc_fail_nth(unsigned long n)
 {
     /* relaxed: see the field comment */
-    unsigned long made = atomic_exchange_explicit(&count, 0,
+    unsigned long made = atomic_exchange_explicit(&alloc_count, 0,
                                                   memory_order_relaxed);
 
     atomic_store_explicit(&fail_at, n, memory_order_relaxed);

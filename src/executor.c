@@ -55,23 +55,25 @@ static bool frame_running(serex_executor *ex)
  * A task of @ex, or of anything @ex waits on, waiting for @ex could be the
  * very task @ex needs to finish first (promise 7). The class says what
  * @ex waits on (a wrapper's target, a scheduler's timers' targets); the
- * recursion ends because what an executor runs on never runs on it (a
- * wrapper's target is fixed at creation, before the wrapper exists).
+ * recursion ends: a wrapper's target is fixed at creation, before the
+ * wrapper exists, so wrappers form no cycle; schedulers aimed at each
+ * other's faces can, and their walk stops at a scheduler already on it.
  */
-static bool blocks(serex_executor *ex)
+static bool walk_blocks(serex_executor *ex)
 {
     const struct serex__exec_class *cls;
 
     if (frame_running(ex))
         return true;
     cls = serex__class_of(ex);
-    return cls != NULL && cls->waits_on != NULL && cls->waits_on(ex, blocks);
+    return cls != NULL && cls->waits_on != NULL &&
+           cls->waits_on(ex, walk_blocks);
 }
 
 int serex__frame_blocks(serex_executor *ex)
 {
     /* no frame: this thread runs no task, so nothing can wait on it */
-    return current_frame != NULL && blocks(ex);
+    return current_frame != NULL && walk_blocks(ex);
 }
 
 /* --- internal operations and classes --- */

@@ -57,7 +57,7 @@ static void list_append(struct list *l, struct parked *p)
     l->tail = p;
 }
 
-static struct parked *list_take(struct list *l)
+static struct parked *parked_take(struct list *l)
 {
     struct parked *p = l->head;
 
@@ -140,7 +140,7 @@ void serex_gate_open(serex_gate *g)
     }
     g->releasing = true;
     /* a close meanwhile stops the release: later tasks stay parked */
-    while (g->want_open && (p = list_take(&g->parked)) != NULL) {
+    while (g->want_open && (p = parked_take(&g->parked)) != NULL) {
         serex__mutex_unlock(&g->mu);
         gate_forward(g, p);
         serex__mutex_lock(&g->mu);
@@ -189,8 +189,8 @@ size_t serex_gate_destroy(serex_gate *g, serex_pending_fn on_pending,
         return 0;
     /* Kept ones first: they were released (and refused) before any task
      * still parked arrived. */
-    n = gate_hand_back(list_take(&g->kept), on_pending, ctx);
-    n += gate_hand_back(list_take(&g->parked), on_pending, ctx);
+    n = gate_hand_back(parked_take(&g->kept), on_pending, ctx);
+    n += gate_hand_back(parked_take(&g->parked), on_pending, ctx);
     serex__mutex_destroy(&g->mu);
     serex__free(g);
     return n;

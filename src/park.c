@@ -16,10 +16,10 @@ struct bucket {
     serex__cond cv;
 };
 
-static struct bucket buckets[NBUCKETS];
-static serex__once buckets_once = SEREX__ONCE_INIT;
+static struct bucket park_buckets[NBUCKETS];
+static serex__once park_buckets_once = SEREX__ONCE_INIT;
 
-static void buckets_init(void)
+static void park_buckets_init(void)
 {
     /*
      * Mutex and condition variable creation cannot fail on the platforms
@@ -27,22 +27,22 @@ static void buckets_init(void)
      * first wait would fail loudly here rather than hang later.
      */
     for (int i = 0; i < NBUCKETS; i++) {
-        int rc = serex__mutex_init(&buckets[i].mu);
+        int rc = serex__mutex_init(&park_buckets[i].mu);
         if (rc == SEREX_OK)
-            rc = serex__cond_init(&buckets[i].cv);
+            rc = serex__cond_init(&park_buckets[i].cv);
         SEREX_ASSERT(rc == SEREX_OK);
         (void)rc;
     }
 }
 
-static struct bucket *bucket_of(const volatile void *addr)
+static struct bucket *park_bucket(const volatile void *addr)
 {
     uintptr_t h = (uintptr_t)addr;
 
-    serex__call_once(&buckets_once, buckets_init);
+    serex__call_once(&park_buckets_once, park_buckets_init);
     h ^= h >> 17;
     h *= UINT64_C(0x9E3779B97F4A7C15) & UINTPTR_MAX;
-    return &buckets[(h >> 7) & (NBUCKETS - 1)];
+    return &park_buckets[(h >> 7) & (NBUCKETS - 1)];
 }
 
 /* Sleeps on @addr's bucket while unchanged(addr, expected) holds. */
@@ -50,7 +50,7 @@ static int park_wait(const void *addr,
                      bool (*unchanged)(const void *, uint64_t),
                      uint64_t expected, int64_t deadline_ns)
 {
-    struct bucket *b = bucket_of(addr);
+    struct bucket *b = park_bucket(addr);
     int rc = 0;
 
     serex__mutex_lock(&b->mu);
@@ -97,7 +97,7 @@ int serex__park_wait64(_Atomic uint64_t *word, uint64_t expected,
 
 void serex__park_wake_all(const volatile void *word)
 {
-    struct bucket *b = bucket_of(word); /* the address only: never read */
+    struct bucket *b = park_bucket(word); /* the address only: never read */
 
     serex__mutex_lock(&b->mu);
     serex__cond_broadcast(&b->cv);
@@ -106,15 +106,15 @@ void serex__park_wake_all(const volatile void *word)
 
 void serex__park_fork_lock(void)
 {
-    serex__call_once(&buckets_once, buckets_init);
+    serex__call_once(&park_buckets_once, park_buckets_init);
     for (int i = 0; i < NBUCKETS; i++)
-        serex__mutex_lock(&buckets[i].mu);
+        serex__mutex_lock(&park_buckets[i].mu);
 }
 
 void serex__park_fork_unlock(void)
 {
     for (int i = NBUCKETS - 1; i >= 0; i--)
-        serex__mutex_unlock(&buckets[i].mu);
+        serex__mutex_unlock(&park_buckets[i].mu);
 }
 
 void serex__park_fork_child(void)
@@ -130,10 +130,10 @@ void serex__park_fork_child(void)
      * a condition variable with waiters is undefined).
      */
     for (int i = 0; i < NBUCKETS; i++) {
-        int rc = serex__mutex_init(&buckets[i].mu);
+        int rc = serex__mutex_init(&park_buckets[i].mu);
 
         if (rc == SEREX_OK)
-            rc = serex__cond_init(&buckets[i].cv);
+            rc = serex__cond_init(&park_buckets[i].cv);
         SEREX_ASSERT(rc == SEREX_OK);
         (void)rc;
     }

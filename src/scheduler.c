@@ -167,10 +167,10 @@ enum { CLS_ONESHOT, CLS_PERIODIC, NCLS };
 static const size_t rec_size[NCLS] = {sizeof(struct serex_timer),
                                       sizeof(struct periodic)};
 
-struct shard;
+struct sched_shard;
 
 struct slab { /* at the start of its SLAB_BYTES-aligned block */
-    struct shard *shard;
+    struct sched_shard *shard;
     struct slab *next, *prev; /* the shard's slabs with room */
     struct slab *all_next, *all_prev; /* every slab of the shard */
     void *free;               /* freed records, linked through their start */
@@ -178,7 +178,7 @@ struct slab { /* at the start of its SLAB_BYTES-aligned block */
     uint32_t used, cls;
 };
 
-struct shard {
+struct sched_shard {
     _Alignas(SEREX__CACHELINE) serex__spinlock lock; /* shards own lines */
     uint64_t seq;                /* the next timer's tie-breaker */
     _Atomic size_t active;       /* timers not DONE; written under lock */
@@ -201,7 +201,7 @@ struct serex_scheduler {
     serex_pending_fn on_rejected;
     void *on_rejected_ctx;
     uint32_t gen;             /* fork generation it was made in */
-    struct shard *shards;
+    struct sched_shard *shards;
     serex__thread thread;
     serex__mutex advance_lock; /* manual mode: one advance at a time */
 
@@ -247,7 +247,7 @@ static struct slab *slab_of(const void *rec)
     return (struct slab *)((uintptr_t)rec & ~(uintptr_t)(SLAB_BYTES - 1));
 }
 
-static struct shard *shard_of(const struct serex_timer *t)
+static struct sched_shard *timer_shard(const struct serex_timer *t)
 {
     return slab_of(t)->shard;
 }
@@ -265,7 +265,7 @@ static bool slab_full(const struct slab *sl)
            (size_t)((char *)sl + SLAB_BYTES - sl->bump) < rec_size[sl->cls];
 }
 
-static void slab_link(struct shard *sh, struct slab *sl)
+static void slab_link(struct sched_shard *sh, struct slab *sl)
 {
     sl->prev = NULL;
     sl->next = sh->partial[sl->cls];
@@ -274,7 +274,7 @@ static void slab_link(struct shard *sh, struct slab *sl)
     sh->partial[sl->cls] = sl;
 }
 
-static void slab_unlink(struct shard *sh, struct slab *sl)
+static void slab_unlink(struct sched_shard *sh, struct slab *sl)
 {
     if (sl->prev != NULL)
         sl->prev->next = sl->next;
@@ -284,7 +284,7 @@ static void slab_unlink(struct shard *sh, struct slab *sl)
         sl->next->prev = sl->prev;
 }
 
-static struct slab *slab_new(struct shard *sh, unsigned cls)
+static struct slab *slab_new(struct sched_shard *sh, unsigned cls)
 {
     struct slab *sl = sh->spare[cls];
 
@@ -308,7 +308,7 @@ static struct slab *slab_new(struct shard *sh, unsigned cls)
     return sl;
 }
 
-static void *rec_alloc(struct shard *sh, unsigned cls)
+static void *rec_alloc(struct sched_shard *sh, unsigned cls)
 {
     struct slab *sl = sh->partial[cls];
     void *r;
@@ -328,7 +328,7 @@ static void *rec_alloc(struct shard *sh, unsigned cls)
     return r;
 }
 
-static void rec_free(struct shard *sh, void *r)
+static void rec_free(struct sched_shard *sh, void *r)
 {
     struct slab *sl = slab_of(r);
 
@@ -393,7 +393,8 @@ static void sched_announce(struct serex_scheduler *s)
  * lock is ordered before the announce by the lock, and one made after
  * sees SHUT here. Returns true if awaiters must be told (wake_awaiters).
  */
-static bool count_done(struct serex_scheduler *s, struct shard *sh, size_t n)
+static bool count_done(struct serex_scheduler *s, struct sched_shard *sh,
+                       size_t n)
 {
     /* relaxed: written only under the lock we hold */
     size_t a = atomic_load_explicit(&sh->active, memory_order_relaxed);
@@ -441,7 +442,7 @@ static void run_out(struct serex_scheduler *s);
  */
 static uint64_t sched_settle(struct serex_scheduler *s, struct serex_timer *t)
 {
-    struct shard *sh = shard_of(t);
+    struct sched_shard *sh = timer_shard(t);
     uint64_t v;
     bool tell;
 
@@ -466,7 +467,7 @@ static uint64_t sched_settle(struct serex_scheduler *s, struct serex_timer *t)
 
 /* --- scheduling --- */
 
-static struct shard *my_shard(struct serex_scheduler *s)
+static struct sched_shard *my_shard(struct serex_scheduler *s)
 {
     static _Atomic unsigned tickets; /* taken by each thread's first call */
     static SEREX__THREAD_LOCAL unsigned ticket; /* 0: none yet */
@@ -485,7 +486,7 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
 {
     unsigned cls = (flags & F_PERIODIC) ? CLS_PERIODIC : CLS_ONESHOT;
     struct serex_timer *t;
-    struct shard *sh;
+    struct sched_shard *sh;
     int64_t key;
 
     if (out != NULL)
@@ -574,7 +575,7 @@ int serex_schedule_fixed_delay(serex_scheduler *s, serex_executor *target,
 /* Cancels a PENDING timer under its shard lock; false if it moved on. */
 static bool cancel_pending(struct serex_timer *t)
 {
-    struct shard *sh = shard_of(t);
+    struct sched_shard *sh = timer_shard(t);
     uint64_t v;
     bool tell;
 
@@ -649,7 +650,7 @@ void serex_timer_release(serex_timer *t)
             serex__misuse("serex_timer_release",
                           "timer handle released twice");
         if (tag_state(v) == ST_DONE) {
-            struct shard *sh = shard_of(t);
+            struct sched_shard *sh = timer_shard(t);
 
             serex__spin_lock(&sh->lock);
             rec_free(sh, t);
@@ -691,7 +692,7 @@ static int64_t next_due(struct serex_scheduler *s, struct serex_timer *t,
 static bool rearm(struct serex_scheduler *s, struct serex_timer *t,
                   int64_t start)
 {
-    struct shard *sh = shard_of(t);
+    struct sched_shard *sh = timer_shard(t);
     int64_t due = next_due(s, t, start);
     uint64_t v;
 
@@ -757,7 +758,7 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t)
 static void timer_run(struct serex__op *op)
 {
     struct serex_timer *t = serex__container_of(op, struct serex_timer, op);
-    struct serex_scheduler *s = shard_of(t)->s;
+    struct serex_scheduler *s = timer_shard(t)->s;
 
     run_timer(s, t);
     run_out(s);
@@ -768,7 +769,7 @@ static void timer_run_dropped(struct serex__op *op,
                               serex_pending_fn on_pending, void *ctx)
 {
     struct serex_timer *t = serex__container_of(op, struct serex_timer, op);
-    struct serex_scheduler *s = shard_of(t)->s;
+    struct serex_scheduler *s = timer_shard(t)->s;
     serex_fn fn = t->fn;
     void *targ = t->arg;
     /* relaxed: our own flag */
@@ -829,7 +830,7 @@ static struct serex__wtimer *sched_collect(struct serex_scheduler *s,
     struct serex__wtimer *due = NULL;
 
     for (unsigned i = 0; i < s->nshards; i++) {
-        struct shard *sh = &s->shards[i];
+        struct sched_shard *sh = &s->shards[i];
         struct serex__wtimer *l;
 
         serex__spin_lock(&sh->lock);
@@ -864,7 +865,7 @@ static int64_t sched_earliest(struct serex_scheduler *s, bool *any)
 
     *any = false;
     for (unsigned i = 0; i < s->nshards; i++) {
-        struct shard *sh = &s->shards[i];
+        struct sched_shard *sh = &s->shards[i];
         int64_t k;
 
         serex__spin_lock(&sh->lock);
@@ -995,7 +996,7 @@ static bool set_shut(struct serex_scheduler *s)
  * one-shots, if @take, are made STOPPED and returned sorted (the caller
  * hands them back and settles them), else filed again.
  */
-static struct serex__wtimer *shard_sweep(struct shard *sh, bool take)
+static struct serex__wtimer *shard_sweep(struct sched_shard *sh, bool take)
 {
     struct serex__wtimer *all, *next, *keep = NULL;
     size_t done = 0;
@@ -1101,7 +1102,7 @@ static int face_await(serex_executor *ex, int64_t timeout_ns)
 static void free_scheduler(struct serex_scheduler *s)
 {
     for (unsigned i = 0; i < s->nshards; i++) {
-        struct shard *sh = &s->shards[i];
+        struct sched_shard *sh = &s->shards[i];
 
         struct slab *sl, *nx;
 
@@ -1151,7 +1152,7 @@ static void sched_stats(serex_executor *ex, serex_stats *out)
     struct serex_scheduler *s = sched_of_face(ex);
 
     for (unsigned i = 0; i < s->nshards; i++) {
-        struct shard *sh = &s->shards[i];
+        struct sched_shard *sh = &s->shards[i];
 
         serex__spin_lock(&sh->lock);
         out->submitted += sh->scheduled;
@@ -1186,7 +1187,8 @@ static SEREX__THREAD_LOCAL struct sched_visit *visiting;
  * are collected and asked after unlocking, so no two shard locks are ever
  * held at once. More than FACES_MAX of them: answer yes (cannot tell).
  */
-static bool shard_waits_on(struct shard *sh, bool (*blocks)(serex_executor *))
+static bool shard_waits_on(struct sched_shard *sh,
+                           bool (*blocks)(serex_executor *))
 {
     serex_executor *faces[FACES_MAX], *last = NULL;
     unsigned nfaces = 0;

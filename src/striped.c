@@ -139,7 +139,7 @@ static struct serex__mpsc_ends lane_queue(struct lane *l)
     return (struct serex__mpsc_ends){&l->tail, &l->head, &l->stub};
 }
 
-struct shard {
+struct stripe_shard {
     _Alignas(SEREX__CACHELINE) serex__spinlock lock;
     _Atomic size_t count;   /* lanes in the table; written under lock */
     _Atomic size_t busy;    /* lanes with wip > 0; written under lock */
@@ -158,7 +158,7 @@ struct serex_striped {
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t life; /* see the essay */
     _Atomic uint64_t remaining; /* after destroy: shards with refs, + 1 */
     _Atomic uint64_t rejected;  /* execute calls refused */
-    struct shard shards[SHARDS];
+    struct stripe_shard shards[SHARDS];
 };
 
 /* A keyless task, counted in `life` while it is the target's. */
@@ -190,24 +190,25 @@ static uint64_t key_hash(uint64_t key)
     return key ^ (key >> 31);
 }
 
-static struct shard *shard_of(struct serex_striped *s, uint64_t hash)
+static struct stripe_shard *lane_shard(struct serex_striped *s, uint64_t hash)
 {
     return &s->shards[hash >> 56 & (SHARDS - 1)];
 }
 
-static size_t sh_count(struct shard *sh)
+static size_t sh_count(struct stripe_shard *sh)
 {
     /* relaxed: callers hold the shard lock, which orders every change */
     return atomic_load_explicit(&sh->count, memory_order_relaxed);
 }
 
-static struct lane **bucket_of(struct shard *sh, uint64_t hash)
+static struct lane **shard_bucket(struct stripe_shard *sh, uint64_t hash)
 {
     return &sh->buckets[hash & sh->mask];
 }
 
 /* Rehashes into @buckets (a power of two @n). Under the shard lock. */
-static void shard_rehash(struct shard *sh, struct lane **buckets, size_t n)
+static void shard_rehash(struct stripe_shard *sh, struct lane **buckets,
+                         size_t n)
 {
     for (size_t i = 0; i <= sh->mask; i++) {
         struct lane *l = sh->buckets[i], *next;
@@ -230,7 +231,7 @@ static void shard_rehash(struct shard *sh, struct lane **buckets, size_t n)
  * memory comes back after a burst. A failed allocation only leaves the
  * chains longer. Under the shard lock.
  */
-static void shard_resize(struct shard *sh)
+static void shard_resize(struct stripe_shard *sh)
 {
     size_t n = sh->mask + 1, want = n;
     struct lane **b;
@@ -244,16 +245,17 @@ static void shard_resize(struct shard *sh)
     shard_rehash(sh, b, want);
 }
 
-static struct lane *shard_find(struct shard *sh, uint64_t hash, uint64_t key)
+static struct lane *shard_find(struct stripe_shard *sh, uint64_t hash,
+                               uint64_t key)
 {
-    struct lane *l = *bucket_of(sh, hash);
+    struct lane *l = *shard_bucket(sh, hash);
 
     while (l != NULL && l->key != key)
         l = l->next;
     return l;
 }
 
-static struct lane *lane_new(struct serex_striped *s, struct shard *sh,
+static struct lane *lane_new(struct serex_striped *s, struct stripe_shard *sh,
                              uint64_t hash, uint64_t key)
 {
     struct lane *l = serex__cache_alloc(SEREX__CLASS_128);
@@ -266,7 +268,7 @@ static struct lane *lane_new(struct serex_striped *s, struct shard *sh,
     l->drain.cls = &lane_drain_class;
     l->key = key;
     l->s = s;
-    b = bucket_of(sh, hash);
+    b = shard_bucket(sh, hash);
     l->next = *b;
     *b = l;
     /* relaxed (every count change): under the shard lock; read relaxed
@@ -276,9 +278,9 @@ static struct lane *lane_new(struct serex_striped *s, struct shard *sh,
     return l;
 }
 
-static void shard_unlink(struct shard *sh, struct lane *l)
+static void shard_unlink(struct stripe_shard *sh, struct lane *l)
 {
-    struct lane **p = bucket_of(sh, key_hash(l->key));
+    struct lane **p = shard_bucket(sh, key_hash(l->key));
 
     while (*p != l)
         p = &(*p)->next;
@@ -305,7 +307,7 @@ static void striped_notify(struct serex_striped *s)
 }
 
 /* Changes @sh's busy count by @delta (+1 or -1). Under its lock. */
-static void shard_busy(struct shard *sh, int delta)
+static void shard_busy(struct stripe_shard *sh, int delta)
 {
     /* seq_cst: read lock-free by awaiters (see striped_notify) */
     atomic_store_explicit(&sh->busy,
@@ -319,7 +321,7 @@ static void shard_busy(struct shard *sh, int delta)
  * Drops a reference counted in @sh. Under its lock. True if the caller
  * must free the striped once it has unlocked (it was the last holder).
  */
-static bool shard_unref(struct serex_striped *s, struct shard *sh)
+static bool shard_unref(struct serex_striped *s, struct stripe_shard *sh)
 {
     if (--sh->refs != 0 || !sh->counted)
         return false;
@@ -378,7 +380,7 @@ static void keyless_unref(struct serex_striped *s)
 static bool lane_settle(struct serex_striped *s, struct lane *l, unsigned ran,
                         bool *last)
 {
-    struct shard *sh = shard_of(s, key_hash(l->key));
+    struct stripe_shard *sh = lane_shard(s, key_hash(l->key));
     bool over;
 
     serex__spin_lock(&sh->lock);
@@ -436,7 +438,7 @@ static void lane_drain(struct serex__op *op)
  */
 static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
 {
-    struct shard *sh = shard_of(s, hash);
+    struct stripe_shard *sh = lane_shard(s, hash);
     struct serex__task *t = NULL;
     bool undo;
 
@@ -504,7 +506,7 @@ static void striped_leave(struct serex_striped *s)
 static int striped_push(struct serex_striped *s, uint64_t key, uint64_t hash,
                         struct serex__task *t, struct lane **lane)
 {
-    struct shard *sh = shard_of(s, hash);
+    struct stripe_shard *sh = lane_shard(s, hash);
     struct lane *l;
     uint64_t prev;
 
@@ -667,8 +669,9 @@ static size_t lane_take_all(struct lane *l, struct serex__task ***tail)
  * freed by that drain; one whose drain the target refused, here. Under
  * the shard lock.
  */
-static size_t shard_take_all(struct shard *sh, struct serex__task ***tail,
-                             struct lane **dead, uint64_t *emptied)
+static size_t shard_take_all(struct stripe_shard *sh,
+                             struct serex__task ***tail, struct lane **dead,
+                             uint64_t *emptied)
 {
     size_t count = 0;
 
@@ -770,7 +773,7 @@ static enum serex__await_state striped_state(struct serex_striped *s)
         0)
         return SEREX__AWAIT_NOT;
     for (unsigned i = 0; i < SHARDS; i++) {
-        struct shard *sh = &s->shards[i];
+        struct stripe_shard *sh = &s->shards[i];
         size_t busy;
 
         /*
@@ -842,7 +845,7 @@ static void striped_destroy(serex_executor *ex)
      */
     atomic_store_explicit(&s->remaining, 1, memory_order_relaxed);
     for (unsigned i = 0; i < SHARDS; i++) {
-        struct shard *sh = &s->shards[i];
+        struct stripe_shard *sh = &s->shards[i];
 
         serex__spin_lock(&sh->lock);
         if (sh->refs != 0) {
@@ -929,7 +932,7 @@ static void lane_drain_dropped(struct serex__op *op,
 {
     struct lane *l = serex__container_of(op, struct lane, drain);
     struct serex_striped *s = l->s;
-    struct shard *sh = shard_of(s, key_hash(l->key));
+    struct stripe_shard *sh = lane_shard(s, key_hash(l->key));
     bool orphan, last;
 
     (void)on_pending;
@@ -975,7 +978,7 @@ static void striped_stats(serex_executor *ex, serex_stats *out)
     uint64_t taken = 0;
 
     for (unsigned i = 0; i < SHARDS; i++) {
-        struct shard *sh = &s->shards[i];
+        struct stripe_shard *sh = &s->shards[i];
 
         serex__spin_lock(&sh->lock);
         out->submitted += sh->submitted;

@@ -77,10 +77,9 @@
  * storage that a destructor reads (nodecache.c). The build may say so
  * (SEREX_TLS_EMULATED, as the emulated-TLS test stage does).
  */
-#if defined(SEREX_TLS_EMULATED) || defined(__OpenBSD__) ||                \
-    (defined(__MINGW32__) && !defined(__clang__)) ||                       \
-    (defined(__ANDROID__) && defined(__ANDROID_API__) &&                   \
-     __ANDROID_API__ < 29)
+#if defined(SEREX_TLS_EMULATED) || defined(__OpenBSD__) || \
+    (defined(__MINGW32__) && !defined(__clang__)) ||       \
+    (defined(__ANDROID__) && defined(__ANDROID_API__) && __ANDROID_API__ < 29)
 #  define SEREX__TLS_EMULATED 1
 #endif
 

@@ -145,7 +145,7 @@ bool serex__wheel_del(struct serex__wheel *w, struct serex__wtimer *t)
 }
 
 /* Moves a whole list onto the singly linked list at *@todo. */
-static void list_take(struct serex__wtimer **head, struct serex__wtimer **todo)
+static void wlist_take(struct serex__wtimer **head, struct serex__wtimer **todo)
 {
     struct serex__wtimer *t = *head, *next;
 
@@ -160,7 +160,7 @@ static void list_take(struct serex__wtimer **head, struct serex__wtimer **todo)
 static void slot_take(struct serex__wheel *w, unsigned level, uint64_t slot,
                       struct serex__wtimer **todo)
 {
-    list_take(slot_head(w, level, slot), todo);
+    wlist_take(slot_head(w, level, slot), todo);
     *bitmap_word(w, level, slot) &= ~(UINT64_C(1) << (slot % 64));
 }
 
@@ -232,7 +232,7 @@ struct serex__wtimer *serex__wheel_advance(struct serex__wheel *w,
     if (now < w->now_key)
         now = w->now_key;
     tick = tick_of(w, now);
-    list_take(due_head(w), &todo);
+    wlist_take(due_head(w), &todo);
     if (tick > w->now) {
         for (unsigned level = 0; level < w->levels; level++) {
             if ((w->now >> (w->bits * level)) == (tick >> (w->bits * level)))
@@ -263,7 +263,7 @@ struct serex__wtimer *serex__wheel_take_all(struct serex__wheel *w)
     struct serex__wtimer *all = NULL;
 
     for (size_t i = 0; i <= nslots(w); i++)
-        list_take(&w->slots[i], &all);
+        wlist_take(&w->slots[i], &all);
     memset(w->bitmap, 0, (size_t)w->levels * w->words * sizeof *w->bitmap);
     for (struct serex__wtimer *t = all; t != NULL; t = t->next)
         t->pprev = NULL;
