@@ -12,12 +12,17 @@ set(SEREX_THREADS "auto" CACHE STRING
 set_property(CACHE SEREX_THREADS PROPERTY STRINGS auto c11 posix win32)
 
 # ThreadSanitizer anywhere in the flags (ours, or a parent project's when
-# serex is added with add_subdirectory) needs the POSIX back end.
+# serex is added with add_subdirectory) needs the POSIX back end. A parent's
+# flags reach serex's targets through CMAKE_C_FLAGS[_<CONFIG>] (CFLAGS at
+# the first configure included) and through the directory's COMPILE_OPTIONS,
+# which add_subdirectory copies from the parent (add_compile_options()
+# before add_subdirectory). Flags a parent gives only its own targets
+# (target_compile_options) do not reach serex, and are not seen here.
 set(_serex_all_flags "${SEREX_SANITIZE} ${CMAKE_C_FLAGS}")
-if(CMAKE_BUILD_TYPE)
-  string(TOUPPER "${CMAKE_BUILD_TYPE}" _serex_bt)
+foreach(_serex_cfg IN LISTS CMAKE_BUILD_TYPE CMAKE_CONFIGURATION_TYPES)
+  string(TOUPPER "${_serex_cfg}" _serex_bt)
   string(APPEND _serex_all_flags " ${CMAKE_C_FLAGS_${_serex_bt}}")
-endif()
+endforeach()
 get_directory_property(_serex_dir_opts COMPILE_OPTIONS)
 string(APPEND _serex_all_flags " ${_serex_dir_opts}")
 if(SEREX_SANITIZE MATCHES "thread" OR
