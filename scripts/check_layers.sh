@@ -21,7 +21,7 @@
 #        scripts/check_layers.sh --self-test
 #   --self-test  checks this script: a clean tree passes, and trees with
 #                each kind of violation (among them a copy of src/ whose
-#                thread.c includes pool_internal.h) fail, naming it
+#                thread_unix.c includes pool_internal.h) fail, naming it
 # Prints one line per violation; exit status 0 if none, 1 if any, 2 for a
 # usage error or a broken LAYERS table.
 set -euo pipefail
@@ -239,7 +239,7 @@ clean_tree() {
     printf '#include <pthread.h>\n#if defined(__linux__)\n#endif\n' \
         >"$d/thread_internal.h"
     printf '#include "thread_internal.h"\n#include "common_internal.h"\n#include <unistd.h>\n' \
-        >"$d/thread.c"
+        >"$d/thread_unix.c"
     printf '#include "thread_internal.h"\n' >"$d/park_internal.h"
     printf '#include "park_internal.h"\n#include "common_internal.h"\n' \
         >"$d/park.c"
@@ -264,12 +264,12 @@ self_test() {
     # The real src/ with an upward include injected into the platform layer.
     cp -R "$repo/src" "$tmp/upward"
     awk '{ print } /^#include "/ && !done { print "#include \"pool_internal.h\""; done = 1 }' \
-        "$repo/src/thread.c" >"$tmp/upward/thread.c"
-    grep -q '^#include "pool_internal.h"' "$tmp/upward/thread.c" || {
-        echo "self-test: could not inject the include into thread.c"
+        "$repo/src/thread_unix.c" >"$tmp/upward/thread_unix.c"
+    grep -q '^#include "pool_internal.h"' "$tmp/upward/thread_unix.c" || {
+        echo "self-test: could not inject the include into thread_unix.c"
         return 1
     }
-    expect src-thread-includes-pool 1 "$tmp/upward" 'thread\.c:[0-9]+:' \
+    expect src-thread-includes-pool 1 "$tmp/upward" 'thread_unix\.c:[0-9]+:' \
         'pool_internal\.h' 'upward' 'layer platform' 'layer components' ||
         failed=1
 

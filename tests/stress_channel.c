@@ -156,8 +156,10 @@ static long check_delivery(struct fixture *f, const long *accepted)
                 &f->seen[s * PER_SENDER + i], memory_order_relaxed);
 
             if (v != ((long)i < accepted[s] ? 1 : 0))
-                print_error("sender %u item %zu delivered %u times\n", s, i,
-                            v);
+                /* %lu: cmocka's print_error is the C library's printf,
+                 * which has no %zu on Windows (msvcrt) */
+                print_error("sender %u item %lu delivered %u times\n", s,
+                            (unsigned long)i, v);
             assert_int_equal(v, (long)i < accepted[s] ? 1 : 0);
         }
     for (size_t r = 0; r < f->nreceivers; r++)

@@ -11,7 +11,6 @@
 #include "test_util.h"
 
 #include <stdlib.h> /* calloc, free */
-#include <time.h>   /* clock_gettime */
 
 #define PINGPONG_ROUNDS 20000
 #define NWAITERS 4
@@ -55,14 +54,6 @@ static int teardown(void **state)
     serex_event_destroy(fx->done);
     free(fx);
     return 0;
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * SEC + ts.tv_nsec;
 }
 
 /* --- one thread --- */
@@ -116,9 +107,9 @@ static void event_timed_wait_never_ends_early(void **state)
     struct fixture *fx = *state;
 
     for (int i = 0; i < 3; i++) {
-        int64_t start = mono_ns();
+        int64_t start = test_now_ns();
         int rc = serex_event_wait(fx->ev, 20 * MS);
-        int64_t elapsed = mono_ns() - start;
+        int64_t elapsed = test_now_ns() - start;
 
         assert_int_equal(rc, SEREX_ETIMEDOUT);
         assert_true(elapsed >= 20 * MS);

@@ -4,7 +4,9 @@
  * with a message naming the call (promise 8, docs/contract.md): a future
  * or a timer handle released twice, or used after its release. Each case
  * runs in a forked child (a death test): the child must die by SIGABRT
- * and say what went wrong on stderr. In an ASan build a block already
+ * and say what went wrong on stderr. On Windows, which has no fork, the
+ * child is this program run again (CreateProcess) with --misuse N, and
+ * abort() shows as exit code 3. In an ASan build a block already
  * back in the node cache is poisoned, so ASan may report the touch first
  * (with both stacks): that counts as caught too.
  */
@@ -14,21 +16,79 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h> /* atoi */
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#if !defined(_WIN32)
+#  include <sys/wait.h>
+#  include <unistd.h>
+#endif
 
 #include <cmocka.h>
 
 #include "test_util.h"
 
+#if defined(_WIN32)
+static int misuse_index(void (*misuse)(void));
+
+/*
+ * Runs case @misuse in a child: this program again, with --misuse N and
+ * its stderr on a pipe. Returns the child's exit code; @out gets its
+ * stderr.
+ */
+static DWORD run_child(void (*misuse)(void), char *out, size_t cap)
+{
+    char exe[MAX_PATH], cmd[MAX_PATH + 64];
+    SECURITY_ATTRIBUTES sa = {sizeof sa, NULL, TRUE};
+    STARTUPINFOA si;
+    PROCESS_INFORMATION pi;
+    HANDLE rd, wr;
+    DWORD n, code = 0;
+    size_t len = 0;
+
+    assert_true(GetModuleFileNameA(NULL, exe, sizeof exe) > 0);
+    snprintf(cmd, sizeof cmd, "\"%s\" --misuse %d", exe, misuse_index(misuse));
+    assert_true(CreatePipe(&rd, &wr, &sa, 0));
+    assert_true(SetHandleInformation(rd, HANDLE_FLAG_INHERIT, 0));
+    memset(&si, 0, sizeof si);
+    si.cb = sizeof si;
+    si.dwFlags = STARTF_USESTDHANDLES;
+    si.hStdInput = GetStdHandle(STD_INPUT_HANDLE);
+    si.hStdOutput = GetStdHandle(STD_OUTPUT_HANDLE);
+    si.hStdError = wr;
+    assert_true(
+        CreateProcessA(NULL, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi));
+    CloseHandle(wr);
+    while (len < cap - 1 &&
+           ReadFile(rd, out + len, (DWORD)(cap - 1 - len), &n, NULL) && n > 0)
+        len += n;
+    out[len] = '\0';
+    CloseHandle(rd);
+    assert_int_equal(WaitForSingleObject(pi.hProcess, INFINITE), WAIT_OBJECT_0);
+    assert_true(GetExitCodeProcess(pi.hProcess, &code));
+    CloseHandle(pi.hThread);
+    CloseHandle(pi.hProcess);
+    return code;
+}
+#endif
+
 /*
  * Runs @misuse in a child with stderr captured; asserts that the child
- * died (SIGABRT, or ASan's exit) and that stderr holds @expect (or, under
- * ASan, an AddressSanitizer report).
+ * died (SIGABRT, or ASan's exit; exit code 3, abort's, on Windows) and
+ * that stderr holds @expect (or, under ASan, an AddressSanitizer report).
  */
 static void assert_dies(void (*misuse)(void), const char *expect)
 {
+#if defined(_WIN32)
+    char out[4096];
+    DWORD code = run_child(misuse, out, sizeof out);
+
+    if (code != 3)
+        fail_msg("the child was not stopped by abort (exit code %lu); it "
+                 "said: %s",
+                 (unsigned long)code, out);
+    if (strstr(out, expect) == NULL)
+        fail_msg("expected \"%s\" on stderr, got: %s", expect, out);
+#else
     char out[4096];
     size_t len = 0;
     ssize_t n;
@@ -59,6 +119,7 @@ static void assert_dies(void (*misuse)(void), const char *expect)
         fail_msg("the child was not stopped by abort; it said: %s", out);
     if (strstr(out, expect) == NULL)
         fail_msg("expected \"%s\" on stderr, got: %s", expect, out);
+#endif
 }
 
 static void *identity(void *arg)
@@ -235,7 +296,27 @@ static void correct_use_is_quiet(void **state)
     assert_int_equal(serex_destroy(man), SEREX_OK);
 }
 
-int main(void)
+#if defined(_WIN32)
+/* The cases a child can be asked to run, by index (--misuse N). */
+static void (*const misuses[])(void) = {
+    future_release_twice_done,   future_release_twice_queued,
+    future_wait_after_release,   future_value_after_release,
+    future_cancel_after_release, timer_release_twice_done,
+    timer_release_twice_pending, timer_cancel_after_release,
+};
+#  define NMISUSES ((int)(sizeof misuses / sizeof misuses[0]))
+
+static int misuse_index(void (*misuse)(void))
+{
+    for (int i = 0; i < NMISUSES; i++)
+        if (misuses[i] == misuse)
+            return i;
+    fail_msg("a misuse case missing from misuses[]");
+    return -1;
+}
+#endif
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(future_released_twice),
@@ -244,5 +325,18 @@ int main(void)
         cmocka_unit_test(correct_use_is_quiet),
     };
 
+#if defined(_WIN32)
+    if (argc == 3 && strcmp(argv[1], "--misuse") == 0) {
+        int i = atoi(argv[2]);
+
+        if (i < 0 || i >= NMISUSES)
+            return 2;
+        misuses[i]();
+        return 0; /* survived: the parent fails the test */
+    }
+#else
+    (void)argc;
+    (void)argv;
+#endif
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #if defined(__linux__)
 #  include <sys/prctl.h>
 #endif
@@ -221,17 +220,16 @@ static void pool_bounded_queue_is_full_at_capacity(void **state)
 static void pool_await_times_out_until_shut_down(void **state)
 {
     struct fixture *f = *state;
-    struct timespec a, b;
+    int64_t a, b;
 
     make_pool(f, 2, 0);
     assert_int_equal(serex_await_termination(f->pool, 0), SEREX_ETIMEDOUT);
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    a = test_now_ns();
     assert_int_equal(serex_await_termination(f->pool, 20 * MS),
                      SEREX_ETIMEDOUT);
-    clock_gettime(CLOCK_MONOTONIC, &b);
+    b = test_now_ns();
     /* never early */
-    assert_true((b.tv_sec - a.tv_sec) * SEC + (b.tv_nsec - a.tv_nsec) >=
-                20 * MS);
+    assert_true(b - a >= 20 * MS);
     serex_shutdown(f->pool);
     assert_int_equal(serex_await_termination(f->pool, TEST_TIMEOUT), SEREX_OK);
     assert_int_equal(serex_await_termination(f->pool, 0), SEREX_OK);
@@ -301,13 +299,12 @@ static void pool_await_makes_task_writes_visible(void **state)
 }
 
 /* Polls @cond every millisecond for up to the test timeout. */
-#define wait_until(cond)                                                 \
-    do {                                                                 \
-        struct timespec ms_ = {0, 1000000};                              \
-        for (int64_t i_ = 0; !(cond) && i_ < TEST_TIMEOUT / MS; i_++)    \
-            nanosleep(&ms_, NULL);                                       \
-        assert_true(cond);                                               \
-    } while (0)
+#define wait_until(cond)                                          \
+  do {                                                            \
+    for (int64_t i_ = 0; !(cond) && i_ < TEST_TIMEOUT / MS; i_++) \
+      test_sleep_ns(MS);                                          \
+    assert_true(cond);                                            \
+  } while (0)
 
 static void pool_elastic_grows_when_busy_and_shrinks_when_idle(void **state)
 {
@@ -468,11 +465,11 @@ static void pool_steady_state_allocates_nothing(void **state)
 static void pool_parked_workers_never_miss_a_wake_up(void **state)
 {
     struct fixture *f = *state;
-    struct timespec gap = {0, 1000000}; /* 20x the spin: they park */
+    const int64_t gap = MS; /* 20x the spin: they park */
 
     make_pool(f, 2, 0);
     for (int round = 1; round <= 300; round++) {
-        nanosleep(&gap, NULL);
+        test_sleep_ns(gap);
         set_target(f, round);
         assert_int_equal(serex_execute(f->pool, count_task, f), SEREX_OK);
         assert_signalled(f->done);

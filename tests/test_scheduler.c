@@ -14,7 +14,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h> /* nanosleep */
 
 #define NLOG 4096
 
@@ -833,7 +832,6 @@ static void threaded_custom_clock_is_honoured(void **state)
     struct fixture *f = *state;
     serex_scheduler_config c = {0};
     struct stamp st = {0};
-    struct timespec ts = {0, 150 * 1000 * 1000};
 
     atomic_store(&fake_now, 1000 * SEC);
     c.clock = fake_clock;
@@ -843,7 +841,7 @@ static void threaded_custom_clock_is_honoured(void **state)
     assert_int_equal(serex_scheduler_now(f->s), 1000 * SEC);
     assert_int_equal(serex_schedule(f->s, NULL, 50 * MS, stamp_task, &st,
                                     NULL), SEREX_OK);
-    nanosleep(&ts, NULL); /* 150 ms of real time; the clock stood still */
+    test_sleep_ns(150 * MS); /* real time; the clock stood still */
     assert_int_equal(serex_event_wait(st.ev, 0), SEREX_ETIMEDOUT);
     atomic_store(&fake_now, 1000 * SEC + 50 * MS);
     assert_signalled(st.ev); /* noticed within the 100 ms nap */
@@ -858,11 +856,10 @@ struct overlap {
 static void slow_periodic_task(void *arg)
 {
     struct overlap *o = arg;
-    struct timespec ts = {0, 3 * 1000 * 1000};
 
     if (atomic_fetch_add(&o->in_run, 1) != 0)
         atomic_fetch_add(&o->overlaps, 1);
-    nanosleep(&ts, NULL); /* longer than the period */
+    test_sleep_ns(3 * MS); /* longer than the period */
     atomic_fetch_sub(&o->in_run, 1);
     atomic_fetch_add(&o->runs, 1);
 }
@@ -873,7 +870,6 @@ static void periodic_never_overlaps(serex_scheduler *s, serex_executor *pool,
                                     bool fixed_rate, struct overlap *o)
 {
     serex_timer *t;
-    struct timespec ts = {0, 100 * 1000 * 1000};
 
     assert_int_equal(fixed_rate
                          ? serex_schedule_fixed_rate(s, pool, 0, MS,
@@ -883,7 +879,7 @@ static void periodic_never_overlaps(serex_scheduler *s, serex_executor *pool,
                                                       slow_periodic_task, o,
                                                       &t),
                      SEREX_OK);
-    nanosleep(&ts, NULL);
+    test_sleep_ns(100 * MS);
     assert_true(serex_timer_cancel(t));
     serex_timer_release(t);
 }

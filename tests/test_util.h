@@ -18,6 +18,19 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#if defined(_WIN32)
+#  ifndef WIN32_LEAN_AND_MEAN
+#    define WIN32_LEAN_AND_MEAN
+#  endif
+#  ifndef NOMINMAX
+#    define NOMINMAX
+#  endif
+#  include <windows.h> /* QueryPerformanceCounter, Sleep, GetProcessTimes */
+#else
+#  include <errno.h> /* EINTR */
+#  include <time.h>  /* clock_gettime, nanosleep, clock */
+#endif
+
 #include <serex/serex.h>
 
 #ifndef SEREX_TEST_SHARED
@@ -30,6 +43,67 @@
 #define SEC (INT64_C(1000000000))
 /* Waits in tests end after this: a failure, never a hang. */
 #define TEST_TIMEOUT (20 * SEC)
+
+/*
+ * The OS's monotonic clock in nanoseconds, read directly: the tests check
+ * serex's timeouts against it, not against serex's own clock.
+ */
+static inline int64_t test_now_ns(void)
+{
+#if defined(_WIN32)
+    LARGE_INTEGER freq, count;
+
+    QueryPerformanceFrequency(&freq);
+    QueryPerformanceCounter(&count);
+    return (int64_t)(count.QuadPart / freq.QuadPart) * SEC +
+           (int64_t)(count.QuadPart % freq.QuadPart) * SEC / freq.QuadPart;
+#else
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * SEC + ts.tv_nsec;
+#endif
+}
+
+/* Sleeps for at least @ns of test_now_ns time. */
+static inline void test_sleep_ns(int64_t ns)
+{
+    const int64_t until = test_now_ns() + ns;
+    int64_t left = ns;
+
+    while (left > 0) {
+#if defined(_WIN32)
+        Sleep((DWORD)((left + MS - 1) / MS)); /* may end a tick early */
+#else
+        struct timespec ts = {(time_t)(left / SEC), (long)(left % SEC)};
+
+        if (nanosleep(&ts, NULL) != 0 && errno != EINTR)
+            break;
+#endif
+        left = until - test_now_ns();
+    }
+}
+
+/* CPU time the whole process has used (every thread), in nanoseconds.
+ * clock() is that on POSIX systems but wall time on Windows. */
+static inline int64_t test_cpu_ns(void)
+{
+#if defined(_WIN32)
+    FILETIME created, exited, kernel, user;
+    ULARGE_INTEGER k, u;
+
+    if (!GetProcessTimes(GetCurrentProcess(), &created, &exited, &kernel,
+                         &user))
+        return 0;
+    k.LowPart = kernel.dwLowDateTime;
+    k.HighPart = kernel.dwHighDateTime;
+    u.LowPart = user.dwLowDateTime;
+    u.HighPart = user.dwHighDateTime;
+    return (int64_t)(k.QuadPart + u.QuadPart) * 100; /* 100 ns units */
+#else
+    return (int64_t)((double)clock() / CLOCKS_PER_SEC * (double)SEC);
+#endif
+}
 
 /* A task that signals the event given as its argument. */
 static inline void test_signal_task(void *arg)
