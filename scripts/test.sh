@@ -145,14 +145,15 @@ ensure_test_deps() {
     fi
     if [ "$(id -u)" != 0 ]; then
         echo "test.sh: cmocka or pkg-config is missing. Install them with:" >&2
-        echo "  sudo sh -c 'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $pkgs'" >&2
+        echo "  sudo sh -c 'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $pkgs'" >&2
         echo "then run scripts/test.sh again." >&2
         exit 2
     fi
     echo "test.sh: installing $pkgs with apt-get"
+    apt_update_once
     # shellcheck disable=SC2086 # $pkgs is a list of package names
-    if ! { apt-get update &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y $pkgs; }; then
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y \
+        --no-install-recommends $pkgs; then
         echo "test.sh: apt-get could not install $pkgs" >&2
         exit 2
     fi
@@ -173,29 +174,72 @@ if [ -n "$only" ]; then
     done
 fi
 
-ensure_test_deps
-
-# Stage e needs clang: installed like cmocka when we can; otherwise stage e
-# says how (it fails rather than pass without having built anything).
-ensure_clang() {
-    command -v clang >/dev/null 2>&1 && return 0
-    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-        echo "test.sh: installing clang with apt-get"
-        apt-get update >/dev/null &&
-            DEBIAN_FRONTEND=noninteractive apt-get install -y clang >/dev/null
-    fi
-}
-if [ "$run_clang" = 1 ] || [ "$run_fuzz" = 1 ] || [ "$run_emutls" = 1 ]; then
-    ensure_clang || echo "test.sh: apt-get could not install clang" >&2
-fi
-for tool in cmake ctest; do
-    command -v "$tool" >/dev/null 2>&1 ||
-        { echo "test.sh: '$tool' is missing" >&2; exit 2; }
-done
 if [ "$clean" = 1 ]; then
     rm -rf "$root"
 fi
 mkdir -p "$root"
+
+# apt_update_once: apt-get update at most once per run (the stages run in
+# subshells: a file remembers). An index that fails to download (a mirror
+# mid-sync) makes apt-get update fail as a whole although the rest was
+# fetched: what counts is whether the install or download after it works.
+apt_update_once() {
+    local mark=$root/.apt-updated
+    [ "$(cat "$mark" 2>/dev/null)" = "$$" ] && return 0
+    apt-get update >"$root/apt-update.log" 2>&1 ||
+        echo "test.sh: apt-get update reported errors (going on):" \
+            "$(grep -m1 '^E:' "$root/apt-update.log")" >&2
+    echo "$$" >"$mark"
+}
+
+can_apt() {
+    command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]
+}
+
+ensure_test_deps
+
+# Stages c, e, f and j want clang with its sanitizer and fuzzer runtimes
+# (Debian ships those apart, in libclang-rt-N-dev: without it the fuzzer
+# cannot link and the clang sanitizer builds fall back to gcc), stage g
+# spin: installed like cmocka when we can (one apt-get update for the
+# whole run); otherwise the stages that need them say how and fail.
+clang_runtime_missing() {
+    local dir
+    dir=$(clang -print-resource-dir 2>/dev/null) || return 0
+    ! ls "$dir"/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1 &&
+        ! ls "$dir"/lib/*/libclang_rt.fuzzer.a >/dev/null 2>&1
+}
+ensure_tools() {
+    local pkgs=() major
+    if [ "$run_clang" = 1 ] || [ "$run_fuzz" = 1 ] || [ "$run_emutls" = 1 ] ||
+        [ "$run_tsan" = 1 ]; then
+        command -v clang >/dev/null 2>&1 || pkgs+=(clang)
+        if command -v clang >/dev/null 2>&1 && clang_runtime_missing; then
+            major=$(clang -dumpversion | cut -d. -f1)
+            pkgs+=("libclang-rt-$major-dev")
+        elif ! command -v clang >/dev/null 2>&1; then
+            pkgs+=(libclang-rt-14-dev) # Debian 12's clang
+        fi
+    fi
+    [ "$run_model" = 1 ] && ! command -v spin >/dev/null 2>&1 && pkgs+=(spin)
+    [ ${#pkgs[@]} -eq 0 ] && return 0
+    if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" != 0 ]; then
+        echo "test.sh: missing ${pkgs[*]}: the stages that need them fail" \
+            "(install them, or skip those stages: --help)" >&2
+        return 0
+    fi
+    echo "test.sh: installing ${pkgs[*]} with apt-get"
+    apt_update_once
+    DEBIAN_FRONTEND=noninteractive apt-get install -y \
+        --no-install-recommends "${pkgs[@]}" >"$root/apt-tools.log" 2>&1 ||
+        echo "test.sh: apt-get could not install ${pkgs[*]}" \
+            "(see $root/apt-tools.log)" >&2
+}
+ensure_tools
+for tool in cmake ctest; do
+    command -v "$tool" >/dev/null 2>&1 ||
+        { echo "test.sh: '$tool' is missing" >&2; exit 2; }
+done
 
 # ---- helpers -------------------------------------------------------------------
 configure() {
@@ -378,23 +422,6 @@ stage_consumers() {
 
 # ---- stages i to n: other back ends and other targets ----------------------------
 target_labels='^(unit|example)$'
-
-# apt_update_once: apt-get update at most once per run (the stages run in
-# subshells: a file remembers). An index that fails to download (a mirror
-# mid-sync) makes apt-get update fail as a whole although the rest was
-# fetched: what counts is whether the install or download after it works.
-apt_update_once() {
-    local mark=$root/.apt-updated
-    [ "$(cat "$mark" 2>/dev/null)" = "$$" ] && return 0
-    apt-get update >"$root/apt-update.log" 2>&1 ||
-        echo "test.sh: apt-get update reported errors (going on):" \
-            "$(grep -m1 '^E:' "$root/apt-update.log")" >&2
-    echo "$$" >"$mark"
-}
-
-can_apt() {
-    command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]
-}
 
 # need_packages OPTION PKG...: installs the Debian packages PKG with
 # apt-get when run as root; otherwise says what to install (or which
