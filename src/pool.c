@@ -38,9 +38,11 @@
  *
  * --- Parking: who sleeps, who wakes, why no wake-up is lost ---
  * A worker that finds the queue empty becomes the one spinner if there is
- * none (`spinning` 0 -> 1): it polls the queue for SPIN_NS (pausing, then
- * yielding its core to any thread that wants it), so a burst or a
- * ping-pong never pays a futex wake. Every other idle worker parks at once
+ * none (`spinning` 0 -> 1): it polls the queue for the spin window
+ * (pausing, then yielding its core to any thread that wants it), so a
+ * burst or a ping-pong never pays a futex wake. The window adapts between
+ * SPIN_MIN_NS and SPIN_NS (spin_adapt): a trickle of work no longer keeps
+ * a core spinning between tasks. Every other idle worker parks at once
  * (at most one spins: on a 2-core machine two spinners would steal the
  * producer's core). To park, a worker takes `mu`, increments `sleepers`,
  * (the spinner then clears `spinning`), re-checks the ring and every
@@ -103,7 +105,8 @@
 #define ST_SHUTDOWN 1u /* no new tasks; workers leave once it is empty */
 #define ST_STOP 2u     /* shutdown_now: workers leave at once */
 
-#define SPIN_NS INT64_C(50000)         /* poll an empty queue this long */
+#define SPIN_NS INT64_C(50000)         /* the longest poll of an empty queue */
+#define SPIN_MIN_NS INT64_C(1000)      /* the shortest (see worker_spin) */
 #define RING_MIN SEREX__POOL_RING_MIN  /* slots; 16 KiB, power of two */
 #define LOCAL_CAP 32u                  /* a worker's batch; power of two */
 #define DEFAULT_KEEP_ALIVE_NS (60 * SEREX__NS_PER_S)
@@ -170,6 +173,7 @@ struct pool {
 
     /* Idle accounting: read by every execute, written on idle changes. */
     _Alignas(SEREX__CACHELINE) _Atomic uint32_t spinning; /* 0 or 1 */
+    _Atomic int64_t spin_ns;   /* the spin window; only the spinner writes */
     _Atomic uint32_t sleepers; /* parked, without a token; under mu */
     _Atomic uint32_t stealers; /* steals in progress (for shutdown_now) */
 
@@ -575,7 +579,30 @@ static void pool_signal_work(struct pool *p)
 
 enum spin_result { SPIN_NOT_SPINNER, SPIN_FOUND, SPIN_GAVE_UP };
 
-/* Polls the queue for SPIN_NS, if this worker can be the one spinner. */
+/*
+ * The spin window adapts, as a thread that spins for a lock it usually
+ * gets quickly does: a spin that found work doubles it (up to SPIN_NS), one
+ * that gave up halves it (down to SPIN_MIN_NS). Under a steady stream of
+ * work, or a ping-pong, spins find work and the window stays long, so a
+ * task is picked up in well under a microsecond; under a trickle (a task
+ * every 100 us onto an idle pool) every spin of the full window was a
+ * wasted 50 us of a core (80 % of a core measured at 100 us gaps), and now
+ * the window shrinks to a microsecond within a few tasks: each task then
+ * costs a wake-up instead, which takes about what it took anyway (the
+ * trickle's latency was the wake-up's, spin or not). Only the spinner
+ * (elected by `spinning`) writes the window; relaxed, as a hint.
+ */
+static void spin_adapt(struct pool *p, bool found)
+{
+    int64_t w = atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
+
+    w = found ? (w >= SPIN_NS / 2 ? SPIN_NS : w * 2)
+              : (w <= 2 * SPIN_MIN_NS ? SPIN_MIN_NS : w / 2);
+    atomic_store_explicit(&p->spin_ns, w, memory_order_relaxed);
+}
+
+/* Polls the queue for the spin window, if this worker can be the one
+ * spinner. */
 static enum spin_result worker_spin(struct pool *p)
 {
     uint32_t zero = 0;
@@ -587,9 +614,12 @@ static enum spin_result worker_spin(struct pool *p)
                                                  memory_order_relaxed,
                                                  memory_order_relaxed))
         return SPIN_NOT_SPINNER;
-    end = serex__now_ns() + SPIN_NS;
+    /* relaxed: see spin_adapt */
+    end = serex__now_ns() +
+          atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
     for (unsigned i = 1;; i++) {
         if (pool_has_work(p)) {
+            spin_adapt(p, true); /* still the spinner: ours to write */
             /* seq_cst: ordered before our next look at the queue, so a
              * producer that saw us spinning has its task seen (essay) */
             atomic_store_explicit(&p->spinning, 0, memory_order_seq_cst);
@@ -612,8 +642,10 @@ static enum spin_result worker_spin(struct pool *p)
         if ((i % 64 == 0 || i > 128) &&
             ((atomic_load_explicit(&p->state, memory_order_relaxed) &
               ST_SHUTDOWN) ||
-             serex__now_ns() >= end))
+             serex__now_ns() >= end)) {
+            spin_adapt(p, false);
             return SPIN_GAVE_UP; /* still the spinner: worker_park clears */
+        }
     }
 }
 
@@ -1067,6 +1099,7 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
     if (p == NULL)
         return SEREX_ENOMEM;
     p->gen = serex__fork_register();
+    atomic_init(&p->spin_ns, SPIN_NS);
     rc = pool_config(cfg, p);
     if (rc != SEREX_OK) {
         serex__free(p);
