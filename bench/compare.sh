@@ -33,10 +33,11 @@ repo="$(cd "$here/.." && pwd)"
 peers="$repo/../shared/peers/run"
 # The benches the peers' runners accept (shared/peers/c/run, java/run);
 # they reject any other name, so only these are passed on (never
-# pool_idle_cpu or channel_pipeline, which are serex's alone).
+# pool_idle_cpu, pool_trickle or channel_pipeline, which are serex's
+# alone).
 peer_benches=(pool_throughput pool_latency serial_throughput
               striped_throughput timer_schedule_cancel timer_accuracy
-              timer_periodic)
+              timer_periodic serial_messaging timer_load)
 
 log() { echo "[compare] $*" >&2; }
 die() { log "$*"; exit 2; }

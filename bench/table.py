@@ -64,6 +64,12 @@ METRICS = {
                               ("bytes_per_timer", "lower")],
     "timer_accuracy": [("p50_us", "lower"), ("p99_us", "lower")],
     "timer_periodic": [("drift_us", "abs")],
+    "serial_messaging": [("hops_per_sec", "higher")],
+    "timer_load": [("cpu_ns_per_timer", "lower"), ("p99_us", "lower"),
+                   ("early", "show")],
+    # serex's own: no peer runs it.
+    "pool_trickle": [("cpu_pct", "lower"), ("p50_us", "lower"),
+                     ("p99_us", "lower")],
 }
 
 # The peers each bench's goal ratio is set against, by impl name. "timeout"
