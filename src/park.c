@@ -129,12 +129,5 @@ void serex__park_fork_child(void)
      * touch them; the old objects are dropped, not destroyed (destroying
      * a condition variable with waiters is undefined).
      */
-    for (int i = 0; i < NBUCKETS; i++) {
-        int rc = serex__mutex_init(&park_buckets[i].mu);
-
-        if (rc == SEREX_OK)
-            rc = serex__cond_init(&park_buckets[i].cv);
-        SEREX_ASSERT(rc == SEREX_OK);
-        (void)rc;
-    }
+    park_buckets_init();
 }
