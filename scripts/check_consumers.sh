@@ -152,21 +152,7 @@ tsan_probe() {
     local compiler=$1 dir=$work/tsan-probe
     command -v "$compiler" >/dev/null 2>&1 || return 1
     mkdir -p "$dir"
-    cat >"$dir/probe.c" <<'EOF'
-#include <pthread.h>
-#include <stdlib.h>
-static void *work(void *arg) { return arg; }
-int main(void)
-{
-    pthread_t t;
-    void *p = malloc(16), *r = NULL;
-    if (pthread_create(&t, NULL, work, p) != 0 || pthread_join(t, &r) != 0)
-        return 1;
-    free(r);
-    return 0;
-}
-EOF
-    "$compiler" -fsanitize=thread -g -pthread "$dir/probe.c" -o "$dir/probe" \
+    "$compiler" -fsanitize=thread -g -pthread "$src/scripts/sanitizer_probe.c" -o "$dir/probe" \
         >/dev/null 2>&1 || return 1
     if timeout 30 "$dir/probe" >/dev/null 2>&1; then
         tsan_run=()

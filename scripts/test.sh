@@ -279,22 +279,8 @@ count_tests() {
 sanitizer_prefix() {
     local compiler=$1 flags=$2 dir=$root/probe
     mkdir -p "$dir"
-    cat >"$dir/probe.c" <<'EOF'
-#include <pthread.h>
-#include <stdlib.h>
-static void *work(void *arg) { return arg; }
-int main(void)
-{
-    pthread_t t;
-    void *p = malloc(16), *r = NULL;
-    if (pthread_create(&t, NULL, work, p) != 0 || pthread_join(t, &r) != 0)
-        return 1;
-    free(r);
-    return 0;
-}
-EOF
     # shellcheck disable=SC2086 # $flags is a list of compiler flags
-    if ! "$compiler" $flags -g -pthread "$dir/probe.c" -o "$dir/probe" \
+    if ! "$compiler" $flags -g -pthread "$src/scripts/sanitizer_probe.c" -o "$dir/probe" \
         >"$dir/probe.log" 2>&1; then
         echo "test.sh: $compiler cannot build with $flags:" >&2
         cat "$dir/probe.log" >&2

@@ -261,6 +261,33 @@ static void timer_run_taken_back(void **state)
     assert_int_equal(serex_destroy(man), SEREX_OK);
 }
 
+/* The same two dropped with no on_pending (as a manual executor's destroy
+ * drops its queue): the future completes as cancelled, the timer ends and
+ * its task is dropped; nothing leaks (LSan). */
+static void future_and_timer_run_dropped(void **state)
+{
+    serex_scheduler_config cfg = {.manual = true};
+    serex_scheduler *s;
+    serex_executor *man;
+    serex_future *f;
+    int ran = 0;
+
+    (void)state;
+    assert_int_equal(serex_scheduler_create(&cfg, &s), SEREX_OK);
+    assert_int_equal(serex_manual_create(&man), SEREX_OK);
+    assert_int_equal(serex_submit(man, square, (void *)3, &f), SEREX_OK);
+    assert_int_equal(serex_schedule(s, man, 0, user_task, &ran, NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 0), SEREX_OK);
+    assert_int_equal(serex_shutdown_now(man, NULL, NULL), 2);
+    assert_int_equal(serex_future_wait(f, 0), SEREX_ECANCELED);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    assert_int_equal(ran, 0);
+    serex_future_release(f);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(s)), SEREX_OK);
+    assert_int_equal(serex_destroy(man), SEREX_OK);
+}
+
 /* --- channel continuations and gate releases --- */
 
 struct got {
@@ -513,6 +540,7 @@ int main(void)
         cmocka_unit_test(striped_ops_dropped),
         cmocka_unit_test(future_task_taken_back),
         cmocka_unit_test(timer_run_taken_back),
+        cmocka_unit_test(future_and_timer_run_dropped),
         cmocka_unit_test(channel_continuation_dropped_by_destroy),
         cmocka_unit_test(channel_continuation_taken_back),
         cmocka_unit_test(channel_continuation_dropped_without_on_pending),
