@@ -29,10 +29,8 @@ struct waiter {
 static int signal_later(void *arg)
 {
     struct waiter *w = arg;
-    int64_t until = serex__now_ns() + 200 * MS;
 
-    while (serex__now_ns() < until)
-        serex__thread_yield();
+    test_sleep_ns(200 * MS); /* sleeping: no core taken from the waiter */
     serex__mutex_lock(&w->mu);
     w->signalled = 1;
     serex__cond_signal(&w->cv);
