@@ -822,6 +822,17 @@ static void sched_dispatch(struct serex_scheduler *s, struct serex_timer *t)
     }
 }
 
+/* Marks a list that came out of a wheel QUEUED (under its shard lock). */
+static void mark_queued(struct serex__wtimer *l)
+{
+    for (struct serex__wtimer *w = l; w != NULL; w = w->next)
+        /* relaxed: PENDING -> QUEUED under the lock (the state was 0, so
+         * the add changes nothing else); the run reads it through the
+         * target's queue */
+        atomic_fetch_add_explicit(&w->tag, ST_QUEUED - ST_PENDING,
+                                  memory_order_relaxed);
+}
+
 /* Advances every shard to @now and returns what came due, in order, each
  * made QUEUED under its shard lock. */
 static struct serex__wtimer *sched_collect(struct serex_scheduler *s,
@@ -835,12 +846,7 @@ static struct serex__wtimer *sched_collect(struct serex_scheduler *s,
 
         serex__spin_lock(&sh->lock);
         l = serex__wheel_advance(&sh->wheel, now);
-        for (struct serex__wtimer *w = l; w != NULL; w = w->next)
-            /* relaxed: PENDING -> QUEUED under the lock (the state was 0,
-             * so the add changes nothing else); the run reads it through
-             * the target's queue */
-            atomic_fetch_add_explicit(&w->tag, ST_QUEUED - ST_PENDING,
-                                      memory_order_relaxed);
+        mark_queued(l);
         serex__spin_unlock(&sh->lock);
         due = serex__wtimer_merge(due, l);
     }

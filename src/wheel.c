@@ -35,11 +35,21 @@ static struct serex__wtimer **slot_head(const struct serex__wheel *w,
     return &w->slots[(size_t)level * (w->mask + 1) + slot];
 }
 
-/* The due list (timers in the current tick or before, not yet handed
- * out) has its head after the last slot, and no bitmap bit. */
+/* Timers in the current tick (or before) whose key time has not reached
+ * yet wait on two lists after the last slot, with no bitmap bit: the due
+ * list, sorted by key then tag, and the incoming list, unsorted, where
+ * adds for the current tick go until the next advance sorts them in. So
+ * each timer is sorted once, and an advance costs what it hands out, not
+ * what is waiting (re-sorting the whole due list on every advance made the
+ * cost per timer grow with the timers due in a tick). */
 static struct serex__wtimer **due_head(const struct serex__wheel *w)
 {
     return &w->slots[nslots(w)];
+}
+
+static struct serex__wtimer **incoming_head(const struct serex__wheel *w)
+{
+    return &w->slots[nslots(w) + 1];
 }
 
 static uint64_t *bitmap_word(const struct serex__wheel *w, unsigned level,
@@ -62,7 +72,8 @@ int serex__wheel_init(struct serex__wheel *w, unsigned size, int64_t tick_ns,
     w->shift = serex__fls64((uint64_t)tick_ns); /* a shift, not a division */
     w->now_key = origin;
     w->words = (size + 63) / 64;
-    w->slots = serex__calloc(nslots(w) + 1, sizeof *w->slots);
+    w->incoming_min = INT64_MAX;
+    w->slots = serex__calloc(nslots(w) + 2, sizeof *w->slots);
     w->bitmap = serex__calloc((size_t)w->levels * w->words, sizeof *w->bitmap);
     if (w->slots == NULL || w->bitmap == NULL) {
         serex__wheel_fini(w);
@@ -104,7 +115,9 @@ static void wheel_file(struct serex__wheel *w, struct serex__wtimer *t)
     unsigned level;
 
     if (tick <= w->now) {
-        list_push(due_head(w), t);
+        list_push(incoming_head(w), t);
+        if (t->key < w->incoming_min)
+            w->incoming_min = t->key;
         return;
     }
     level = serex__fls64(tick ^ w->now) / w->bits;
@@ -144,24 +157,50 @@ bool serex__wheel_del(struct serex__wheel *w, struct serex__wtimer *t)
     return true;
 }
 
-/* Moves a whole list onto the singly linked list at *@todo. */
-static void wlist_take(struct serex__wtimer **head, struct serex__wtimer **todo)
+/* What one step of an advance took out of the wheel. */
+struct step_out {
+    struct serex__wtimer *expired; /* key <= now: no order yet */
+    struct serex__wtimer *fresh;   /* in the current tick, not due yet */
+};
+
+/* Sends @t, just taken from a list, where time (tick w->now, key @now)
+ * says: out, onto the due list, or lower down (cascading). */
+static void sort_out(struct serex__wheel *w, struct serex__wtimer *t,
+                     int64_t now, struct step_out *o)
+{
+    if (t->key <= now) {
+        t->pprev = NULL;
+        t->next = o->expired;
+        o->expired = t;
+        w->count--;
+    } else if (tick_of(w, t->key) <= w->now) {
+        t->next = o->fresh;
+        o->fresh = t;
+    } else {
+        wheel_file(w, t); /* a lower level: never a list being taken */
+    }
+}
+
+/* Takes a whole list and sorts each timer out in the same walk: the walk
+ * is a chain of cache misses (records lie where they were allocated), so
+ * it is made once, not once to collect and again to file. */
+static void list_take(struct serex__wheel *w, struct serex__wtimer **head,
+                      int64_t now, struct step_out *o)
 {
     struct serex__wtimer *t = *head, *next;
 
+    *head = NULL;
     for (; t != NULL; t = next) {
         next = t->next;
-        t->next = *todo;
-        *todo = t;
+        sort_out(w, t, now, o);
     }
-    *head = NULL;
 }
 
 static void slot_take(struct serex__wheel *w, unsigned level, uint64_t slot,
-                      struct serex__wtimer **todo)
+                      int64_t now, struct step_out *o)
 {
-    wlist_take(slot_head(w, level, slot), todo);
     *bitmap_word(w, level, slot) &= ~(UINT64_C(1) << (slot % 64));
+    list_take(w, slot_head(w, level, slot), now, o);
 }
 
 /* Ties are ordered by the tie-breaker only: the low bits may change
@@ -207,66 +246,135 @@ struct serex__wtimer *serex__wtimer_sort(struct serex__wtimer *l)
                                serex__wtimer_sort(second));
 }
 
-/* Collects the slots of @level that time crosses from w->now to @now. */
-static void level_take(struct serex__wheel *w, unsigned level, uint64_t now,
-                       struct serex__wtimer **todo)
+/* Takes the slots of @level that time crossed, from tick @from to w->now
+ * (already set), key @now. */
+static void level_take(struct serex__wheel *w, unsigned level, uint64_t from,
+                       int64_t now, struct step_out *o)
 {
     unsigned shift = w->bits * level;
-    uint64_t from = w->now >> shift, to = now >> shift;
+    uint64_t f = from >> shift, to = w->now >> shift;
 
-    if (to - from > w->mask) { /* a whole turn or more: every slot */
+    if (to - f > w->mask) { /* a whole turn or more: every slot */
         for (uint64_t s = 0; s <= w->mask; s++)
-            slot_take(w, level, s, todo);
+            slot_take(w, level, s, now, o);
         return;
     }
-    for (uint64_t u = from + 1; u <= to; u++)
-        slot_take(w, level, u & w->mask, todo);
+    for (uint64_t u = f + 1; u <= to; u++)
+        slot_take(w, level, u & w->mask, now, o);
 }
 
+/* Inserts the sorted singly linked list @l into the sorted due list,
+ * keeping the back pointers: one walk, no longer than the due list. */
+static void due_insert(struct serex__wheel *w, struct serex__wtimer *l)
+{
+    struct serex__wtimer **pp = due_head(w), *t;
+
+    while ((t = l) != NULL) {
+        l = t->next;
+        while (*pp != NULL && !before(t, *pp))
+            pp = &(*pp)->next;
+        t->next = *pp;
+        if (t->next != NULL)
+            t->next->pprev = &t->next;
+        *pp = t;
+        t->pprev = pp;
+        pp = &t->next;
+    }
+}
+
+/* Takes the due list's head while its key has come: already in order. */
+static struct serex__wtimer *due_take(struct serex__wheel *w, int64_t now)
+{
+    struct serex__wtimer **head = due_head(w), *first = *head, *t = first,
+                         *last = NULL;
+
+    for (; t != NULL && t->key <= now; t = t->next) {
+        t->pprev = NULL;
+        last = t;
+        w->count--;
+    }
+    if (last == NULL)
+        return NULL;
+    last->next = NULL;
+    *head = t;
+    if (t != NULL)
+        t->pprev = head;
+    return first;
+}
+
+/* One step of an advance: time moves to @now, and what came due comes out
+ * in order. The caller keeps a step within one tick of the first timer,
+ * so what is sorted here is about one tick's timers. */
+static struct serex__wtimer *advance_step(struct serex__wheel *w, int64_t now)
+{
+    struct step_out o = {NULL, NULL};
+    uint64_t tick = tick_of(w, now), from = w->now;
+
+    /* Time moves first, so that what is taken files against the new tick:
+     * levels go bottom up, and a timer taken at one level is re-filed
+     * only lower down, beyond every slot crossed there. */
+    w->now = tick;
+    w->now_key = now;
+    w->incoming_min = INT64_MAX;
+    list_take(w, incoming_head(w), now, &o);
+    for (unsigned level = 0; level < w->levels && tick > from; level++) {
+        if ((from >> (w->bits * level)) == (tick >> (w->bits * level)))
+            break; /* this level, and all above, did not move */
+        level_take(w, level, from, now, &o);
+    }
+    due_insert(w, serex__wtimer_sort(o.fresh));
+    return serex__wtimer_merge(serex__wtimer_sort(o.expired),
+                               due_take(w, now));
+}
+
+/*
+ * Time may jump many ticks at once (an owner that fell behind, a manual
+ * clock): then it moves one occupied tick at a time, so that each sort
+ * is of one tick's timers, in cache, and the steps' lists simply follow
+ * each other (a later step's keys are in later ticks). One sort of all
+ * that came due would cost log(n) passes over records spread across
+ * memory, more the further behind, which puts the owner further behind.
+ */
 struct serex__wtimer *serex__wheel_advance(struct serex__wheel *w,
                                            int64_t now)
 {
-    struct serex__wtimer *todo = NULL, *expired = NULL, *t;
-    uint64_t tick;
+    struct serex__wtimer *out = NULL, **tail = &out;
 
     if (now < w->now_key)
         now = w->now_key;
-    tick = tick_of(w, now);
-    wlist_take(due_head(w), &todo);
-    if (tick > w->now) {
-        for (unsigned level = 0; level < w->levels; level++) {
-            if ((w->now >> (w->bits * level)) == (tick >> (w->bits * level)))
-                break; /* this level, and all above, did not move */
-            level_take(w, level, tick, &todo);
+    for (;;) {
+        int64_t k = serex__wheel_next(w), step = now;
+
+        if (k < now) { /* stop at the end of the first occupied tick */
+            uint64_t kt = tick_of(w, k);
+            int64_t end = key_of_tick(w, (kt > w->now ? kt : w->now) + 1);
+
+            if (end != INT64_MAX && end - 1 < now)
+                step = end - 1;
         }
-        w->now = tick;
+        *tail = advance_step(w, step);
+        while (*tail != NULL)
+            tail = &(*tail)->next;
+        if (step == now)
+            return out;
     }
-    w->now_key = now;
-    /* Due ones out; the rest re-filed lower down (cascading), or on the
-     * due list if their tick has come but not their key. */
-    while ((t = todo) != NULL) {
-        todo = t->next;
-        if (t->key <= now) {
-            t->pprev = NULL;
-            t->next = expired;
-            expired = t;
-            w->count--;
-        } else {
-            wheel_file(w, t);
-        }
-    }
-    return serex__wtimer_sort(expired);
 }
 
 struct serex__wtimer *serex__wheel_take_all(struct serex__wheel *w)
 {
-    struct serex__wtimer *all = NULL;
+    struct serex__wtimer *all = NULL, *t, *next;
 
-    for (size_t i = 0; i <= nslots(w); i++)
-        wlist_take(&w->slots[i], &all);
+    for (size_t i = 0; i < nslots(w) + 2; i++) {
+        for (t = w->slots[i]; t != NULL; t = next) {
+            next = t->next;
+            t->next = all;
+            t->pprev = NULL;
+            all = t;
+        }
+        w->slots[i] = NULL;
+    }
+    w->incoming_min = INT64_MAX;
     memset(w->bitmap, 0, (size_t)w->levels * w->words * sizeof *w->bitmap);
-    for (struct serex__wtimer *t = all; t != NULL; t = t->next)
-        t->pprev = NULL;
     w->count = 0;
     return all;
 }
@@ -285,20 +393,14 @@ static int64_t bitmap_after(const struct serex__wheel *w, unsigned level,
     return -1;
 }
 
-static int64_t list_min_key(const struct serex__wtimer *t)
-{
-    int64_t m = INT64_MAX;
-
-    for (; t != NULL; t = t->next)
-        if (t->key < m)
-            m = t->key;
-    return m;
-}
-
 int64_t serex__wheel_next(const struct serex__wheel *w)
 {
-    int64_t m = list_min_key(*due_head(w));
+    const struct serex__wtimer *first = *due_head(w);
+    int64_t m = first != NULL ? first->key : INT64_MAX;
 
+    /* incoming_min may be stale (a cancel): early, never late */
+    if (*incoming_head(w) != NULL && w->incoming_min < m)
+        m = w->incoming_min;
     for (unsigned level = 0; level < w->levels; level++) {
         unsigned shift = w->bits * level;
         uint64_t units = w->now >> shift;
@@ -307,11 +409,11 @@ int64_t serex__wheel_next(const struct serex__wheel *w)
 
         if (slot < 0)
             continue;
-        /* Level 0 slots are one tick: their exact keys are known. Above,
-         * the slot's start: time to cascade. Lower levels come first. */
-        k = level == 0 ? list_min_key(*slot_head(w, 0, (uint64_t)slot))
-                       : key_of_tick(w, ((units & ~w->mask) | (uint64_t)slot)
-                                            << shift);
+        /* The slot's first key: time to take it (level 0: onto the due
+         * list, sorted, whose head then says the exact key; above: to
+         * cascade). Not the slot's least key, which would cost a walk of
+         * the slot on every call. Lower levels come first. */
+        k = key_of_tick(w, ((units & ~w->mask) | (uint64_t)slot) << shift);
         return k < m ? k : m;
     }
     return m;
@@ -319,13 +421,15 @@ int64_t serex__wheel_next(const struct serex__wheel *w)
 
 /* --- the invariant checker --- */
 
+/* @level == levels: the due list; levels + 1: the incoming list. */
 static int check_list(const struct serex__wheel *w, unsigned level,
                       uint64_t slot, size_t *count, FILE *out)
 {
-    bool due = level == w->levels;
+    bool due = level >= w->levels, sorted = level == w->levels;
     struct serex__wtimer *const *head =
-        due ? due_head(w) : slot_head(w, level, slot);
-    const struct serex__wtimer *t;
+        !due ? slot_head(w, level, slot)
+             : (sorted ? due_head(w) : incoming_head(w));
+    const struct serex__wtimer *t, *prev = NULL;
     struct serex__wtimer *const *pp = head;
     bool bit = !due && (*bitmap_word(w, level, slot) >> (slot % 64)) & 1;
     int bad = 0;
@@ -335,14 +439,17 @@ static int check_list(const struct serex__wheel *w, unsigned level,
                 (unsigned long long)slot, bit, *head ? "full" : "empty");
         bad++;
     }
-    for (t = *head; t != NULL && bad < 100; pp = &t->next, t = t->next) {
+    for (t = *head; t != NULL && bad < 100;
+         prev = t, pp = &t->next, t = t->next) {
         uint64_t tick = tick_of(w, t->key);
         bool here = due ? tick <= w->now
                         : tick > w->now &&
                               serex__fls64(tick ^ w->now) / w->bits == level &&
                               ((tick >> (w->bits * level)) & w->mask) == slot;
 
-        if (!here || t->pprev != pp || t->key < w->origin) {
+        if (!here || t->pprev != pp || t->key < w->origin ||
+            (sorted && prev != NULL && before(t, prev)) ||
+            (due && !sorted && t->key < w->incoming_min)) {
             fprintf(out, "wheel: key %lld (tick %llu) misfiled at level %u "
                     "slot %llu, now %llu\n", (long long)t->key,
                     (unsigned long long)tick, level, (unsigned long long)slot,
@@ -357,7 +464,8 @@ static int check_list(const struct serex__wheel *w, unsigned level,
 int serex__wheel_check(const struct serex__wheel *w, FILE *out)
 {
     size_t count = 0;
-    int bad = check_list(w, w->levels, 0, &count, out);
+    int bad = check_list(w, w->levels, 0, &count, out) +
+              check_list(w, w->levels + 1, 0, &count, out);
 
     if (tick_of(w, w->now_key) != w->now) {
         fprintf(out, "wheel: tick %llu but key %lld\n",

@@ -35,7 +35,11 @@
  * --- Order ---
  * serex__wheel_advance hands out the timers that came due sorted by key,
  * ties by tag >> SEREX__WTAG_SHIFT (the owner's add order), whatever
- * levels they came from.
+ * levels they came from. The due list is kept sorted (each timer is sorted
+ * once, when its tick comes), and an advance over many ticks moves one
+ * occupied tick at a time: it costs O(timers handed out, times the log of
+ * a tick's timers), never O(timers waiting in the tick) or the log of all
+ * that came due.
  */
 #ifndef SEREX_WHEEL_INTERNAL_H
 #define SEREX_WHEEL_INTERNAL_H
@@ -68,7 +72,9 @@ struct serex__wheel {
     uint64_t now;            /* the current tick */
     int64_t now_key;         /* the key of the last advance */
     size_t count;            /* timers in the wheel, due list included */
-    struct serex__wtimer **slots; /* levels * size heads, then the due list */
+    int64_t incoming_min;    /* a key <= every key on the incoming list */
+    struct serex__wtimer **slots; /* levels * size heads, the due list, then
+                                     the incoming list (wheel.c) */
     uint64_t *bitmap;        /* levels * words: non-empty slots */
     unsigned words;          /* bitmap words per level */
 };
@@ -110,7 +116,7 @@ struct serex__wtimer *serex__wheel_advance(struct serex__wheel *w,
 
 /* A key at which to advance next: never later than the earliest key in
  * the wheel (it may be earlier: the start of a slot, time to cascade);
- * INT64_MAX if the wheel is empty. O(levels + timers on the due list). */
+ * INT64_MAX if the wheel is empty. O(levels): a bit scan per level. */
 int64_t serex__wheel_next(const struct serex__wheel *w);
 
 /* Removes every timer and returns them as one list (no order). */

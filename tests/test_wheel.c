@@ -153,7 +153,7 @@ static void check_next(struct fixture *f)
     int64_t next = serex__wheel_next(&f->w), min = model_min(f);
 
     /* never later than the earliest expiry (a tickless sleeper wakes in
-     * time); equal when that timer sits on the lowest level */
+     * time); it may be a slot's start, time to take that slot */
     assert_true(next <= min);
     if (min == INT64_MAX)
         assert_int_equal(next, INT64_MAX);
@@ -230,6 +230,50 @@ static void wheel_ties_fire_in_add_order(void **state)
     assert_int_equal(n, 100);
 }
 
+/* Within one coarse tick: once the tick has come, next() names each exact
+ * key in turn (the sorted due list's head), each advance hands out exactly
+ * the timers of that key, and adds for the current tick (the incoming
+ * list) and cancels in the middle keep the order. */
+static void wheel_within_a_tick_exact_keys(void **state)
+{
+    struct fixture *f = *state;
+    int64_t base = 1024 * 5, keys[64];
+    size_t fired = 0;
+
+    assert_int_equal(serex__wheel_init(&f->w, 64, 1024, 0), SEREX_OK);
+    for (size_t i = 0; i < 64; i++) {
+        keys[i] = base + 15 + (int64_t)((i * 37) % 64) * 15; /* shuffled */
+        serex__wtimer_init(&f->t[i]);
+        atomic_store(&f->t[i].tag, (uint64_t)i << SEREX__WTAG_SHIFT);
+        if (i < 48) /* the rest join in the tick, on the incoming list */
+            serex__wheel_add(&f->w, &f->t[i], keys[i]);
+    }
+    /* the tick comes: its slot goes onto the due list, sorted */
+    assert_true(serex__wheel_next(&f->w) <= base + 15);
+    assert_null(serex__wheel_advance(&f->w, base));
+    for (size_t i = 48; i < 64; i++)
+        serex__wheel_add(&f->w, &f->t[i], keys[i]);
+    assert_true(serex__wheel_del(&f->w, &f->t[40]));
+    for (int64_t expect = base + 15; expect < base + 15 + 64 * 15;
+         expect += 15) {
+        int64_t next = serex__wheel_next(&f->w);
+        struct serex__wtimer *t;
+
+        if (expect == keys[40])
+            continue; /* cancelled */
+        assert_int_equal(next, expect);
+        t = serex__wheel_advance(&f->w, next);
+        assert_non_null(t);
+        assert_int_equal(t->key, expect);
+        assert_null(t->next);
+        fired++;
+        assert_int_equal(serex__wheel_check(&f->w, stderr), 0);
+    }
+    assert_int_equal(fired, 63);
+    assert_int_equal(serex__wheel_next(&f->w), INT64_MAX);
+    serex__wheel_fini(&f->w);
+}
+
 static void wheel_bad_size_is_einval(void **state)
 {
     struct fixture *f = *state;
@@ -249,6 +293,7 @@ int main(void)
         T(wheel_random_against_model_coarse_ticks),
         T(wheel_random_against_model_small_sizes),
         T(wheel_ties_fire_in_add_order),
+        T(wheel_within_a_tick_exact_keys),
         T(wheel_bad_size_is_einval),
 #undef T
     };
