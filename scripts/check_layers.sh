@@ -45,6 +45,8 @@ components  gate        gate.c gate_internal.h
 components  channel     channel.c channel_internal.h
 components  event       event.c event_internal.h
 components  manual      manual.c manual_internal.h
+components  group       group.c group_internal.h
+components  limiter     limiter.c limiter_internal.h
 '
 # The one layer that may use the OS, and the layer whose units are private.
 OS_LAYER=platform

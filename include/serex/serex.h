@@ -22,5 +22,7 @@
 #include "channel.h"   /* the channel: send and receive park, never block */
 #include "manual.h"    /* the manual executor, for deterministic tests */
 #include "scheduler.h" /* timers onto any executor */
+#include "group.h"     /* task groups: wait or be told when all are done */
+#include "limiter.h"   /* at most N tasks at once on any executor */
 
 #endif /* SEREX_SEREX_H */

@@ -1,0 +1,6 @@
+/* SPDX-License-Identifier: MIT */
+/* (being written) */
+int main(void)
+{
+    return 0;
+}
