@@ -4,7 +4,7 @@
 # other, save every RESULT line, and print serex beside the best peer.
 #
 #   bench/compare.sh [PATH/serex_bench] [--quick] [--threads T] [--repeat R]
-#                    [--out FILE] [--no-peers] [BENCH ...]
+#                    [--sweep "T ..."] [--out FILE] [--no-peers] [BENCH ...]
 #
 # PATH/serex_bench  the binary (default: build/bench/serex_bench in the repo);
 #                   any argument containing a '/' is taken as the binary
@@ -12,6 +12,10 @@
 # --threads T       pool worker threads (default: nproc; passed to both)
 # --repeat R        serex runs every measurement R times, interleaved
 #                   (default 3, 1 with --quick: what the C peers' runner does)
+# --sweep "T ..."   serex's pools at each of these thread counts too, once
+#                   each (default "1 2 4 8 16"; "" for none): pool_throughput,
+#                   pool_latency and pool_idle_cpu, where they are run, so
+#                   the table shows how a pool larger than the machine fares
 # --out FILE        where the RESULT lines go (default: next to the binary,
 #                   compare-YYYYmmdd-HHMMSS.txt); bench/table.py re-reads it
 # --no-peers        run serex only (the table then has no peer column filled)
@@ -49,6 +53,7 @@ threads="$(nproc)"
 repeat=""
 out=""
 run_peers=1
+sweep="1 2 4 8 16"
 benches=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -57,7 +62,8 @@ while [ $# -gt 0 ]; do
         --repeat) [ $# -ge 2 ] || die "--repeat needs a value"; repeat="$2"; shift ;;
         --out) [ $# -ge 2 ] || die "--out needs a value"; out="$2"; shift ;;
         --no-peers) run_peers=0 ;;
-        -h|--help) sed -n '3,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --sweep) [ $# -ge 2 ] || die "--sweep needs a value"; sweep="$2"; shift ;;
+        -h|--help) sed -n '3,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) die "unknown option: $1" ;;
         */*) bin="$1" ;;
         *) benches+=("$1") ;;
@@ -65,6 +71,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || die "bad --threads: $threads"
+for t in $sweep; do [[ "$t" =~ ^[1-9][0-9]*$ ]] || die "bad --sweep: $sweep"; done
 [ -n "$repeat" ] || { [ "$quick" = 1 ] && repeat=1 || repeat=3; }
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || die "bad --repeat: $repeat"
 [ -x "$bin" ] || die "no serex_bench at $bin: build it (see bench/README.md) or pass its path"
@@ -113,6 +120,21 @@ for ((rep = 1; rep <= repeat; rep++)); do
             rc=${PIPESTATUS[0]}
             [ "$rc" = 0 ] || { log "FAILED (exit $rc): serex $bench ${vflag[*]}"; serex_failed=1; }
         done
+    done
+done
+
+# ---- the sweep: serex's pools at other thread counts (once each) ----
+for t in $sweep; do
+    [ "$t" = "$threads" ] && continue # measured above
+    for bench in pool_throughput pool_latency pool_idle_cpu; do
+        has "$bench" "${serex_run[@]}" || continue
+        vflag=()
+        [ "$bench" = pool_throughput ] && vflag=(--variant 1)
+        log "sweep T=$t: serex $bench ${vflag[*]}"
+        timeout 600 "$bin" "$bench" --threads "$t" "${qflag[@]}" "${vflag[@]}" \
+            | grep '^RESULT ' | tee -a "$out"
+        rc=${PIPESTATUS[0]}
+        [ "$rc" = 0 ] || { log "FAILED (exit $rc): serex $bench T=$t"; serex_failed=1; }
     done
 done
 
