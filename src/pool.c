@@ -106,7 +106,7 @@
 #define ST_STOP 2u     /* shutdown_now: workers leave at once */
 
 #define SPIN_NS INT64_C(50000)         /* the longest poll of an empty queue */
-#define SPIN_MIN_NS INT64_C(1000)      /* the shortest (see worker_spin) */
+#define SPIN_MIN_NS INT64_C(1000)       /* the shortest (see worker_spin) */
 #define RING_MIN SEREX__POOL_RING_MIN  /* slots; 16 KiB, power of two */
 #define LOCAL_CAP 32u                  /* a worker's batch; power of two */
 #define DEFAULT_KEEP_ALIVE_NS (60 * SEREX__NS_PER_S)
@@ -580,24 +580,27 @@ static void pool_signal_work(struct pool *p)
 enum spin_result { SPIN_NOT_SPINNER, SPIN_FOUND, SPIN_GAVE_UP };
 
 /*
- * The spin window adapts, as a thread that spins for a lock it usually
- * gets quickly does: a spin that found work doubles it (up to SPIN_NS), one
- * that gave up halves it (down to SPIN_MIN_NS). Under a steady stream of
- * work, or a ping-pong, spins find work and the window stays long, so a
- * task is picked up in well under a microsecond; under a trickle (a task
- * every 100 us onto an idle pool) every spin of the full window was a
- * wasted 50 us of a core (80 % of a core measured at 100 us gaps), and now
- * the window shrinks to a microsecond within a few tasks: each task then
- * costs a wake-up instead, which takes about what it took anyway (the
- * trickle's latency was the wake-up's, spin or not). Only the spinner
- * (elected by `spinning`) writes the window; relaxed, as a hint.
+ * The spin window adapts: a spin that found work sets it back to SPIN_NS,
+ * one that gave up halves it (down to SPIN_MIN_NS). Under a steady stream
+ * of work, a ping-pong or bursts (a striped executor's lane drains), spins
+ * find work and the window stays long, so a task is picked up in well
+ * under a microsecond and producers make no wake-up calls; under a
+ * trickle (a task every 100 us onto an idle pool) every spin of the full
+ * window was a wasted 50 us of a core (80 % of a core measured at 100 us
+ * gaps), and now the window shrinks to a microsecond within a few tasks:
+ * each task then costs a wake-up instead, which takes about what it took
+ * anyway (the trickle's latency was the wake-up's, spin or not). Growing
+ * back by doubling instead of at once cost bursts dearly: striped
+ * throughput at 4,096 keys fell from 8-9M to 3.4M tasks/s, the window
+ * shrinking in every short lull and every burst then paying wake-ups.
+ * Only the spinner (elected by `spinning`) writes the window; relaxed, as
+ * a hint.
  */
 static void spin_adapt(struct pool *p, bool found)
 {
     int64_t w = atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
 
-    w = found ? (w >= SPIN_NS / 2 ? SPIN_NS : w * 2)
-              : (w <= 2 * SPIN_MIN_NS ? SPIN_MIN_NS : w / 2);
+    w = found ? SPIN_NS : (w <= 2 * SPIN_MIN_NS ? SPIN_MIN_NS : w / 2);
     atomic_store_explicit(&p->spin_ns, w, memory_order_relaxed);
 }
 
