@@ -20,9 +20,12 @@
 #if defined(__GNUC__)
 #  define serex__likely(x) __builtin_expect(!!(x), 1)
 #  define serex__unlikely(x) __builtin_expect(!!(x), 0)
+/* Asks for the line at @p, to be written soon: a hint, never a fault. */
+#  define serex__prefetch_w(p) __builtin_prefetch((p), 1, 3)
 #else
 #  define serex__likely(x) (x)
 #  define serex__unlikely(x) (x)
+#  define serex__prefetch_w(p) ((void)(p))
 #endif
 
 #define SEREX__CACHELINE 64

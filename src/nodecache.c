@@ -265,7 +265,15 @@ void *serex__cache_alloc(enum serex__cache_class cls)
     void *b = TC.head[cls];
 
     if (serex__likely(b != NULL)) {
-        TC.head[cls] = links_of(cls, b)->next;
+        void *next = links_of(cls, b)->next;
+
+        /* The next block's line is fetched now, while the caller fills
+         * this one: a list's blocks were often last written by another
+         * thread (the one that ran and freed them), and the next alloc
+         * reads its link first thing. */
+        if (next != NULL)
+            serex__prefetch_w(links_of(cls, next));
+        TC.head[cls] = next;
         TC.count[cls]--;
         return block_hand_out(cls, b);
     }
