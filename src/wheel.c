@@ -10,6 +10,9 @@
 #include "alloc_internal.h"
 #include "common_internal.h"
 
+/* The least a step moves of each level's staged unit (see advance_step). */
+#define STAGE_MIN 256u
+
 
 static uint64_t tick_of(const struct serex__wheel *w, int64_t key)
 {
@@ -67,11 +70,11 @@ int serex__wheel_init(struct serex__wheel *w, unsigned size, int64_t tick_ns,
         return SEREX_EINVAL;
     w->bits = serex__fls64(size);
     w->levels = (64 + w->bits - 1) / w->bits;
-    w->mask = size - 1;
+    w->mask = 2 * (uint64_t)size - 1; /* two turns a level: see the header */
     w->origin = origin;
     w->shift = serex__fls64((uint64_t)tick_ns); /* a shift, not a division */
     w->now_key = origin;
-    w->words = (size + 63) / 64;
+    w->words = (unsigned)((w->mask + 1 + 63) / 64);
     w->incoming_min = INT64_MAX;
     w->slots = serex__calloc(nslots(w) + 2, sizeof *w->slots);
     w->bitmap = serex__calloc((size_t)w->levels * w->words, sizeof *w->bitmap);
@@ -108,7 +111,23 @@ static void list_unlink(struct serex__wtimer *t)
     t->pprev = NULL;
 }
 
-/* Files @t by its key: in its slot, or on the due list. */
+/* The level for a timer of tick @e > w->now: the lowest whose reach, the
+ * current and the next unit of the level above, holds it (the top level
+ * holds everything). */
+static unsigned level_for(const struct serex__wheel *w, uint64_t e)
+{
+    unsigned level = 0;
+
+    for (; level + 1 < w->levels; level++) {
+        unsigned up = w->bits * (level + 1);
+
+        if ((e >> up) <= (w->now >> up) + 1)
+            break;
+    }
+    return level;
+}
+
+/* Files @t by its key: in its slot, or on the incoming list. */
 static void wheel_file(struct serex__wheel *w, struct serex__wtimer *t)
 {
     uint64_t tick = tick_of(w, t->key), slot;
@@ -120,7 +139,7 @@ static void wheel_file(struct serex__wheel *w, struct serex__wtimer *t)
             w->incoming_min = t->key;
         return;
     }
-    level = serex__fls64(tick ^ w->now) / w->bits;
+    level = level_for(w, tick);
     slot = (tick >> (w->bits * level)) & w->mask;
     list_push(slot_head(w, level, slot), t);
     *bitmap_word(w, level, slot) |= UINT64_C(1) << (slot % 64);
@@ -151,7 +170,7 @@ bool serex__wheel_del(struct serex__wheel *w, struct serex__wtimer *t)
         size_t i = off / sizeof *w->slots;
         uint64_t slot = i & w->mask;
 
-        *bitmap_word(w, (unsigned)(i >> w->bits), slot) &=
+        *bitmap_word(w, (unsigned)(i / (w->mask + 1)), slot) &=
             ~(UINT64_C(1) << (slot % 64));
     }
     return true;
@@ -161,6 +180,7 @@ bool serex__wheel_del(struct serex__wheel *w, struct serex__wtimer *t)
 struct step_out {
     struct serex__wtimer *expired; /* key <= now: no order yet */
     struct serex__wtimer *fresh;   /* in the current tick, not due yet */
+    size_t out;                    /* how many are on the two lists */
 };
 
 /* Sends @t, just taken from a list, where time (tick w->now, key @now)
@@ -173,9 +193,11 @@ static void sort_out(struct serex__wheel *w, struct serex__wtimer *t,
         t->next = o->expired;
         o->expired = t;
         w->count--;
+        o->out++;
     } else if (tick_of(w, t->key) <= w->now) {
         t->next = o->fresh;
         o->fresh = t;
+        o->out++;
     } else {
         wheel_file(w, t); /* a lower level: never a list being taken */
     }
@@ -246,21 +268,39 @@ struct serex__wtimer *serex__wtimer_sort(struct serex__wtimer *l)
                                serex__wtimer_sort(second));
 }
 
-/* Takes the slots of @level that time crossed, from tick @from to w->now
- * (already set), key @now. */
+/* Takes the slots of @level's units after @from's up to w->now's (set
+ * already), key @now: their timers all belong lower down now. */
 static void level_take(struct serex__wheel *w, unsigned level, uint64_t from,
                        int64_t now, struct step_out *o)
 {
     unsigned shift = w->bits * level;
     uint64_t f = from >> shift, to = w->now >> shift;
 
-    if (to - f > w->mask) { /* a whole turn or more: every slot */
+    if (to - f > w->mask) { /* the whole ring or more: every slot */
         for (uint64_t s = 0; s <= w->mask; s++)
             slot_take(w, level, s, now, o);
         return;
     }
     for (uint64_t u = f + 1; u <= to; u++)
         slot_take(w, level, u & w->mask, now, o);
+}
+
+/* Moves up to @budget timers of @level's next unit (its staged slot) down
+ * a level: the unit must be empty by the time it begins. */
+static void stage_drain(struct serex__wheel *w, unsigned level, size_t budget,
+                        int64_t now, struct step_out *o)
+{
+    uint64_t slot = ((w->now >> (w->bits * level)) + 1) & w->mask;
+    struct serex__wtimer **head = slot_head(w, level, slot), *t;
+
+    for (; budget > 0 && (t = *head) != NULL; budget--) {
+        *head = t->next;
+        if (t->next != NULL)
+            t->next->pprev = head;
+        sort_out(w, t, now, o); /* never due: filed a level lower */
+    }
+    if (*head == NULL)
+        *bitmap_word(w, level, slot) &= ~(UINT64_C(1) << (slot % 64));
 }
 
 /* Inserts the sorted singly linked list @l into the sorted due list,
@@ -307,21 +347,26 @@ static struct serex__wtimer *due_take(struct serex__wheel *w, int64_t now)
  * so what is sorted here is about one tick's timers. */
 static struct serex__wtimer *advance_step(struct serex__wheel *w, int64_t now)
 {
-    struct step_out o = {NULL, NULL};
+    struct step_out o = {NULL, NULL, 0};
     uint64_t tick = tick_of(w, now), from = w->now;
+    size_t budget;
 
-    /* Time moves first, so that what is taken files against the new tick:
-     * levels go bottom up, and a timer taken at one level is re-filed
-     * only lower down, beyond every slot crossed there. */
+    /* Time moves first, so that what is taken files against the new tick.
+     * Levels go top down: what a level hands down lands only in units
+     * still ahead, or in crossed ones a lower level takes next. */
     w->now = tick;
     w->now_key = now;
     w->incoming_min = INT64_MAX;
     list_take(w, incoming_head(w), now, &o);
-    for (unsigned level = 0; level < w->levels && tick > from; level++) {
-        if ((from >> (w->bits * level)) == (tick >> (w->bits * level)))
-            break; /* this level, and all above, did not move */
-        level_take(w, level, from, now, &o);
-    }
+    for (unsigned level = w->levels; level-- > 0;)
+        if ((from >> (w->bits * level)) != (tick >> (w->bits * level)))
+            level_take(w, level, from, now, &o);
+    /* The staged units move down a share at a time: at least STAGE_MIN,
+     * and twice what this step handed out, so that under a steady load a
+     * unit is down well before it begins, whatever its population. */
+    budget = STAGE_MIN + 2 * o.out;
+    for (unsigned level = 1; level < w->levels; level++)
+        stage_drain(w, level, budget, now, &o);
     due_insert(w, serex__wtimer_sort(o.fresh));
     return serex__wtimer_merge(serex__wtimer_sort(o.expired),
                                due_take(w, now));
@@ -379,16 +424,22 @@ struct serex__wtimer *serex__wheel_take_all(struct serex__wheel *w)
     return all;
 }
 
-/* The first set bit of @level's bitmap after slot @after, or -1. */
-static int64_t bitmap_after(const struct serex__wheel *w, unsigned level,
-                            uint64_t after)
+/* The first set bit of @level's bitmap at slot @from or after, in ring
+ * order (wrapping), or -1. */
+static int64_t bitmap_ring_first(const struct serex__wheel *w, unsigned level,
+                                 uint64_t from)
 {
-    for (uint64_t s = after + 1; s <= w->mask;) {
+    for (uint64_t n = 0, s = from; n <= w->mask;) {
         uint64_t word = *bitmap_word(w, level, s) >> (s % 64);
+        uint64_t left = 64 - s % 64; /* bits of this word from s on */
+
+        if (left > w->mask + 1 - s)
+            left = w->mask + 1 - s; /* a ring smaller than a word */
 
         if (word != 0)
-            return (int64_t)(s + serex__ffs64(word));
-        s = (s / 64 + 1) * 64;
+            return (int64_t)((s + serex__ffs64(word)) & w->mask);
+        n += left;
+        s = (s + left) & w->mask;
     }
     return -1;
 }
@@ -403,18 +454,23 @@ int64_t serex__wheel_next(const struct serex__wheel *w)
         m = w->incoming_min;
     for (unsigned level = 0; level < w->levels; level++) {
         unsigned shift = w->bits * level;
-        uint64_t units = w->now >> shift;
-        int64_t slot = bitmap_after(w, level, units & w->mask);
+        uint64_t cur = w->now >> shift;
+        int64_t slot = bitmap_ring_first(w, level, (cur + 1) & w->mask);
         int64_t k;
 
         if (slot < 0)
             continue;
-        /* The slot's first key: time to take it (level 0: onto the due
-         * list, sorted, whose head then says the exact key; above: to
-         * cascade). Not the slot's least key, which would cost a walk of
-         * the slot on every call. Lower levels come first. */
-        k = key_of_tick(w, ((units & ~w->mask) | (uint64_t)slot) << shift);
-        return k < m ? k : m;
+        /* A level's timers lie in units cur + 1 .. cur + 2 * size - 1, one
+         * a slot: the first in ring order is the earliest. Its first key:
+         * time to take the slot (level 0: onto the due list, whose head
+         * then says the exact key; above: down a level). Not the slot's
+         * least key, which would cost a walk of the slot. Levels overlap
+         * (each reaches into the next unit of the one above), so every
+         * level is asked. */
+        k = key_of_tick(w, (cur + 1 + (((uint64_t)slot - cur - 1) & w->mask))
+                               << shift);
+        if (k < m)
+            m = k;
     }
     return m;
 }
@@ -442,10 +498,13 @@ static int check_list(const struct serex__wheel *w, unsigned level,
     for (t = *head; t != NULL && bad < 100;
          prev = t, pp = &t->next, t = t->next) {
         uint64_t tick = tick_of(w, t->key);
+        unsigned shift = w->bits * level, want = due ? 0 : level_for(w, tick);
         bool here = due ? tick <= w->now
                         : tick > w->now &&
-                              serex__fls64(tick ^ w->now) / w->bits == level &&
-                              ((tick >> (w->bits * level)) & w->mask) == slot;
+                              ((tick >> shift) & w->mask) == slot &&
+                              (want == level ||
+                               (want < level &&
+                                (tick >> shift) == (w->now >> shift) + 1));
 
         if (!here || t->pprev != pp || t->key < w->origin ||
             (sorted && prev != NULL && before(t, prev)) ||

@@ -14,16 +14,29 @@
  * timer then takes a shift, not a 64-bit division, and nothing fires
  * later for it. (With tick_ns 1 and origin 0, key == tick.)
  *
- * --- Levels and placement (as timeout.c and the Linux wheel) ---
- * Each level has `size` slots (a power of two, 2^bits); level L's slots are
- * 2^(bits*L) ticks wide, and enough levels cover all 64 bits, so no delay
- * is ever clamped or refused. A timer of tick E, seen at tick `now`
- * (E > now), goes to the level of the highest bit in which E and now
- * differ (the first level whose slot boundary lies between them), at slot
- * (E >> (bits*L)) & mask. When time crosses into a slot of level L > 0,
- * its timers are re-filed lower down (cascading) or come due. A bitmap per
- * level marks the non-empty slots, so the next expiry is found with a few
- * bit scans: a tickless owner sleeps until then.
+ * --- Levels and placement: each level reaches into the next unit ---
+ * Level L counts in units of 2^(bits*L) ticks (size = 2^bits units make
+ * one unit of level L+1), and enough levels cover all 64 bits, so no delay
+ * is ever clamped or refused. Unlike timeout.c and the Linux wheel, a
+ * level has 2 * size slots, a ring, and holds the timers of the CURRENT
+ * and the NEXT unit of the level above: a timer of tick E, seen at tick
+ * `now` (E > now), goes to the lowest level L whose reach holds it,
+ * (E >> bits*(L+1)) <= (now >> bits*(L+1)) + 1, at slot
+ * (E >> bits*L) mod 2*size. A level's timers then lie in units now+1 ..
+ * now+2*size-1 of its own: one unit a slot.
+ *
+ * --- Staged cascading: no burst when a unit begins ---
+ * In a classic wheel, when time enters a slot of level L > 0, all its
+ * timers are re-filed lower down at once: with a million timers over a
+ * second, 270,000 records walked in one go, 30 ms in which nothing fires.
+ * Here, while time is in unit U of level L, the slot of unit U+1 is
+ * "staged": its timers already belong a level lower (whose reach covers
+ * U+1), and every advance moves a share of them down (at least 256, and
+ * twice what that advance handed out), so under load the unit is down
+ * long before it begins; when it begins, whatever is left is moved then
+ * (all of it, if no advance came between: only an idle wheel gets there).
+ * A bitmap per level marks the non-empty slots, so the next expiry is
+ * found with a few bit scans: a tickless owner sleeps until then.
  *
  * --- Links: what a timer record costs ---
  * A timer is 32 bytes: next, pprev, key and a tag the owner keeps (its
@@ -66,7 +79,7 @@ struct serex__wtimer {
 
 struct serex__wheel {
     unsigned bits, levels;
-    uint64_t mask;           /* size - 1 */
+    uint64_t mask;           /* 2 * size - 1: a level's ring of slots */
     int64_t origin;          /* tick = (key - origin) >> shift */
     unsigned shift;          /* log2 of the tick, rounded down */
     uint64_t now;            /* the current tick */

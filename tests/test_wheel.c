@@ -274,6 +274,59 @@ static void wheel_within_a_tick_exact_keys(void **state)
     serex__wheel_fini(&f->w);
 }
 
+/* Timers on level @level (slots only). */
+static size_t level_population(const struct serex__wheel *w, unsigned level)
+{
+    size_t n = 0;
+
+    for (uint64_t slot = 0; slot <= w->mask; slot++)
+        for (const struct serex__wtimer *t =
+                 w->slots[(size_t)level * (w->mask + 1) + slot];
+             t != NULL; t = t->next)
+            n++;
+    return n;
+}
+
+/* Staged cascading: a unit's timers move down a share per advance, never
+ * all at once when the unit begins (a classic wheel re-files the whole
+ * slot in that one advance: here 6,000 timers). */
+static void wheel_units_move_down_in_shares(void **state)
+{
+    enum { N = 12000, SIZE = 64 };
+    struct fixture *f = *state;
+    struct serex__wtimer *t, *ts = calloc(N, sizeof *ts);
+    size_t fired = 0, before = N;
+    int64_t last = -1;
+
+    assert_non_null(ts);
+    assert_int_equal(serex__wheel_init(&f->w, SIZE, 1, 0), SEREX_OK);
+    for (size_t i = 0; i < N; i++) { /* units 2 and 3 of level 1 */
+        serex__wtimer_init(&ts[i]);
+        atomic_store(&ts[i].tag, (uint64_t)i << SEREX__WTAG_SHIFT);
+        serex__wheel_add(&f->w, &ts[i],
+                         2 * SIZE + (int64_t)((i * 7919) % (2 * SIZE)));
+    }
+    assert_int_equal(level_population(&f->w, 1), N);
+    for (int64_t now = 1; now < 4 * SIZE; now++) {
+        size_t out = 0, after;
+
+        for (t = serex__wheel_advance(&f->w, now); t != NULL; t = t->next) {
+            assert_true(t->key <= now && t->key >= last);
+            last = t->key;
+            out++;
+        }
+        fired += out;
+        after = level_population(&f->w, 1);
+        /* what left level 1 in this advance: one share, not a unit */
+        assert_true(before - after <= 256 + 2 * out);
+        before = after;
+        assert_int_equal(serex__wheel_check(&f->w, stderr), 0);
+    }
+    assert_int_equal(fired, N);
+    serex__wheel_fini(&f->w);
+    free(ts);
+}
+
 static void wheel_bad_size_is_einval(void **state)
 {
     struct fixture *f = *state;
@@ -294,6 +347,7 @@ int main(void)
         T(wheel_random_against_model_small_sizes),
         T(wheel_ties_fire_in_add_order),
         T(wheel_within_a_tick_exact_keys),
+        T(wheel_units_move_down_in_shares),
         T(wheel_bad_size_is_einval),
 #undef T
     };
