@@ -61,6 +61,27 @@ static uint64_t *bitmap_word(const struct serex__wheel *w, unsigned level,
     return &w->bitmap[(size_t)level * w->words + slot / 64];
 }
 
+/* Marks @slot of @level occupied, keeping the level's count of them. */
+static void slot_mark(struct serex__wheel *w, unsigned level, uint64_t slot)
+{
+    uint64_t *word = bitmap_word(w, level, slot), bit = UINT64_C(1)
+                                                          << (slot % 64);
+
+    if (!(*word & bit))
+        w->occupied[level]++;
+    *word |= bit;
+}
+
+static void slot_clear(struct serex__wheel *w, unsigned level, uint64_t slot)
+{
+    uint64_t *word = bitmap_word(w, level, slot), bit = UINT64_C(1)
+                                                          << (slot % 64);
+
+    if (*word & bit)
+        w->occupied[level]--;
+    *word &= ~bit;
+}
+
 int serex__wheel_init(struct serex__wheel *w, unsigned size, int64_t tick_ns,
                       int64_t origin)
 {
@@ -142,7 +163,7 @@ static void wheel_file(struct serex__wheel *w, struct serex__wtimer *t)
     level = level_for(w, tick);
     slot = (tick >> (w->bits * level)) & w->mask;
     list_push(slot_head(w, level, slot), t);
-    *bitmap_word(w, level, slot) |= UINT64_C(1) << (slot % 64);
+    slot_mark(w, level, slot);
 }
 
 void serex__wheel_add(struct serex__wheel *w, struct serex__wtimer *t,
@@ -170,8 +191,7 @@ bool serex__wheel_del(struct serex__wheel *w, struct serex__wtimer *t)
         size_t i = off / sizeof *w->slots;
         uint64_t slot = i & w->mask;
 
-        *bitmap_word(w, (unsigned)(i / (w->mask + 1)), slot) &=
-            ~(UINT64_C(1) << (slot % 64));
+        slot_clear(w, (unsigned)(i / (w->mask + 1)), slot);
     }
     return true;
 }
@@ -221,7 +241,7 @@ static void list_take(struct serex__wheel *w, struct serex__wtimer **head,
 static void slot_take(struct serex__wheel *w, unsigned level, uint64_t slot,
                       int64_t now, struct step_out *o)
 {
-    *bitmap_word(w, level, slot) &= ~(UINT64_C(1) << (slot % 64));
+    slot_clear(w, level, slot);
     list_take(w, slot_head(w, level, slot), now, o);
 }
 
@@ -300,7 +320,7 @@ static void stage_drain(struct serex__wheel *w, unsigned level, size_t budget,
         sort_out(w, t, now, o); /* never due: filed a level lower */
     }
     if (*head == NULL)
-        *bitmap_word(w, level, slot) &= ~(UINT64_C(1) << (slot % 64));
+        slot_clear(w, level, slot);
 }
 
 /* Inserts the sorted singly linked list @l into the sorted due list,
@@ -420,6 +440,7 @@ struct serex__wtimer *serex__wheel_take_all(struct serex__wheel *w)
     }
     w->incoming_min = INT64_MAX;
     memset(w->bitmap, 0, (size_t)w->levels * w->words * sizeof *w->bitmap);
+    memset(w->occupied, 0, sizeof w->occupied);
     w->count = 0;
     return all;
 }
@@ -455,11 +476,11 @@ int64_t serex__wheel_next(const struct serex__wheel *w)
     for (unsigned level = 0; level < w->levels; level++) {
         unsigned shift = w->bits * level;
         uint64_t cur = w->now >> shift;
-        int64_t slot = bitmap_ring_first(w, level, (cur + 1) & w->mask);
-        int64_t k;
+        int64_t slot, k;
 
-        if (slot < 0)
-            continue;
+        if (w->occupied[level] == 0)
+            continue; /* most levels, most of the time: no scan */
+        slot = bitmap_ring_first(w, level, (cur + 1) & w->mask);
         /* A level's timers lie in units cur + 1 .. cur + 2 * size - 1, one
          * a slot: the first in ring order is the earliest. Its first key:
          * time to take the slot (level 0: onto the due list, whose head
@@ -531,9 +552,19 @@ int serex__wheel_check(const struct serex__wheel *w, FILE *out)
                 (unsigned long long)w->now, (long long)w->now_key);
         bad++;
     }
-    for (unsigned level = 0; level < w->levels; level++)
-        for (uint64_t s = 0; s <= w->mask; s++)
+    for (unsigned level = 0; level < w->levels; level++) {
+        uint32_t bits = 0;
+
+        for (uint64_t s = 0; s <= w->mask; s++) {
             bad += check_list(w, level, s, &count, out);
+            bits += (*bitmap_word(w, level, s) >> (s % 64)) & 1;
+        }
+        if (bits != w->occupied[level]) {
+            fprintf(out, "wheel: level %u has %u slots marked, %u counted\n",
+                    level, bits, w->occupied[level]);
+            bad++;
+        }
+    }
     if (count != w->count) {
         fprintf(out, "wheel: %zu timers linked, %zu counted\n", count,
                 w->count);

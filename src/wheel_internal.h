@@ -89,6 +89,7 @@ struct serex__wheel {
     struct serex__wtimer **slots; /* levels * size heads, the due list, then
                                      the incoming list (wheel.c) */
     uint64_t *bitmap;        /* levels * words: non-empty slots */
+    uint32_t occupied[64];   /* per level: bits set in its bitmap */
     unsigned words;          /* bitmap words per level */
 };
 
