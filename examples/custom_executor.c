@@ -147,7 +147,6 @@ static void loop_run(struct loop *l)
 
 /* --- the program: plain state, only the loop's thread touches it --- */
 
-#define MS(n) ((n) * INT64_C(1000000))
 static const char *names[] = {"step-1", "step-2", "step-3", "timer"};
 static unsigned ran, in_place; /* tasks recorded; of them, in order */
 static size_t handed_back;
@@ -181,9 +180,11 @@ int main(void)
     for (unsigned i = 0; i < 3; i++)
         check(serex_execute(serial, record, &names[i]), "execute");
     /* Both fire onto the loop from the timer thread, in due order. */
-    check(serex_schedule(sched, &loop.base, MS(1), record, &names[3], NULL),
+    check(serex_schedule(sched, &loop.base, SEREX_MS(1), record, &names[3],
+                         NULL),
           "schedule");
-    check(serex_schedule(sched, &loop.base, MS(2), quit, &names[0], NULL),
+    check(serex_schedule(sched, &loop.base, SEREX_MS(2), quit, &names[0],
+                         NULL),
           "schedule");
     loop_run(&loop); /* main's thread is the loop until quit */
 

@@ -20,7 +20,6 @@
 
 #define ACCOUNTS 8
 #define ORDERS 100 /* per account: amounts 1..100, 5050 in all */
-#define MS(n) ((n) * INT64_C(1000000))
 
 struct account {        /* plain fields: one task at a time touches them */
     unsigned next;      /* the seq its next order must carry */
@@ -68,8 +67,9 @@ static void pay(void *arg) /* one attempt at a time: each schedules the next */
     struct account *a = arg;
 
     if (++a->attempts <= (unsigned)(a - accts) % 3) /* declined: back off */
-        check(serex_schedule(sched, pool, MS(1) << (a->attempts - 1), pay, a,
-                             NULL), "schedule");
+        check(serex_schedule(sched, pool, SEREX_MS(1) << (a->attempts - 1),
+                             pay, a, NULL),
+              "schedule");
     else
         check(serex_channel_send(receipts, a, pool, receipt_sent, NULL),
               "channel_send");
@@ -124,7 +124,7 @@ int main(void)
                     && (uintptr_t)serex_future_value(checkouts[a]) == 5050;
         serex_future_release(checkouts[a]);
     }
-    check(serex_event_wait(ledger_done, MS(30000)), "wait for the ledger");
+    check(serex_event_wait(ledger_done, SEREX_SEC(30)), "wait for the ledger");
     /* Feeders before the pool; then every task's writes are ours. */
     check(serex_destroy(serex_scheduler_executor(sched)), "destroy scheduler");
     check(serex_destroy(serex_striped_executor(striped)), "destroy striped");

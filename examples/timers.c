@@ -18,9 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define MS(n) ((n) * INT64_C(1000000))
 #define MAX_ATTEMPTS 6
-#define BACKOFF_CAP MS(8)
+#define BACKOFF_CAP SEREX_MS(8)
 
 struct operation {         /* plain: one attempt at a time, each
                               scheduled by the one before */
@@ -66,7 +65,7 @@ static void attempt(void *arg)
         op->backoff_ns = wait * 2 < BACKOFF_CAP ? wait * 2 : BACKOFF_CAP;
         op->not_before = now + wait; /* the timer's due time is later */
         printf("timers: %s: attempt %u failed, retrying in %lld ms\n",
-               op->name, op->attempts, (long long)(wait / MS(1)));
+               op->name, op->attempts, (long long)(wait / SEREX_MS(1)));
         check(serex_schedule(sched, pool, wait, attempt, op, NULL),
               "schedule a retry");
         return;
@@ -83,10 +82,10 @@ int main(void)
     check(serex_scheduler_create(NULL, &sched), "scheduler_create");
     check(serex_event_create(&done), "event_create");
     for (unsigned i = 0; i < OPS; i++) {
-        ops[i].backoff_ns = MS(1);
+        ops[i].backoff_ns = SEREX_MS(1);
         check(serex_execute(pool, attempt, &ops[i]), "execute");
     }
-    check(serex_event_wait(done, MS(30000)), "wait for the operations");
+    check(serex_event_wait(done, SEREX_SEC(30)), "wait for the operations");
     /* The scheduler first (it feeds the pool), then the pool: every
      * attempt's writes are then visible here. */
     check(serex_destroy(serex_scheduler_executor(sched)), "destroy scheduler");

@@ -122,7 +122,11 @@
 #define F_HANDLE UINT64_C(8)
 #define F_PERIODIC UINT64_C(16)
 #define F_FIXED_DELAY UINT64_C(32)
+/* A fixed-rate timer's serex_missed_policy, in the last two flag bits. */
+#define MISSED_SHIFT 6
+#define MISSED_MASK (UINT64_C(3) << MISSED_SHIFT)
 #define SEQ_ONE (UINT64_C(1) << SEREX__WTAG_SHIFT)
+_Static_assert(MISSED_MASK < SEQ_ONE, "the policy sits below the tie-breaker");
 
 /* flags */
 #define SHUT 1u
@@ -161,6 +165,9 @@ _Static_assert(offsetof(struct serex_timer, op) ==
 struct periodic {
     struct serex_timer t;
     int64_t period; /* fixed rate: the grid step; fixed delay: the delay */
+    /* Grid points folded into the run in progress (serex_timer_overrun):
+     * written by the run's own thread before the task, read by the task. */
+    uint64_t overrun;
 };
 
 enum { CLS_ONESHOT, CLS_PERIODIC, NCLS };
@@ -200,6 +207,7 @@ struct serex_scheduler {
     size_t max_timers;
     serex_pending_fn on_rejected;
     void *on_rejected_ctx;
+    serex_pending_policy on_shutdown; /* pending one-shots at shutdown */
     uint32_t gen;             /* fork generation it was made in */
     struct sched_shard *shards;
     serex__thread thread;
@@ -557,6 +565,22 @@ int serex_schedule_fixed_rate(serex_scheduler *s, serex_executor *target,
                     out);
 }
 
+int serex_schedule_fixed_rate_missed(serex_scheduler *s,
+                                     serex_executor *target,
+                                     int64_t initial_ns, int64_t period_ns,
+                                     serex_missed_policy missed, serex_fn fn,
+                                     void *arg, serex_timer **out)
+{
+    if (period_ns <= 0 || (unsigned)missed > SEREX_MISSED_DELAY) {
+        if (out != NULL)
+            *out = NULL;
+        return SEREX_EINVAL;
+    }
+    return schedule(s, target, initial_ns, period_ns,
+                    F_PERIODIC | (uint64_t)missed << MISSED_SHIFT, fn, arg,
+                    out);
+}
+
 int serex_schedule_fixed_delay(serex_scheduler *s, serex_executor *target,
                                int64_t initial_ns, int64_t delay_ns,
                                serex_fn fn, void *arg, serex_timer **out)
@@ -669,21 +693,40 @@ void serex_timer_release(serex_timer *t)
 /* --- running --- */
 
 /*
- * When a periodic run that started at @start ends. Fixed delay: now plus
- * the delay. Fixed rate: the first grid point after @start. Grid points
- * passed before the run started were coalesced into it; if some passed
- * while it ran, that point is already due and one run follows at once
- * for all of them; either way the grid stays start + n * period.
+ * When a periodic run that started at @start ends (now: @end). Fixed delay:
+ * end plus the delay. Fixed rate, by its serex_missed_policy, where `key`
+ * is the grid point this run was due at:
+ *   COALESCE: the first grid point after @start. Points passed before the
+ *     run started were folded into it; if some passed while it ran, that
+ *     point is already due and one run follows at once for all of them;
+ *     the grid stays key + n * period.
+ *   BURST: the next grid point, key + period, even if it has passed: every
+ *     point gets a run, back to back until caught up.
+ *   SKIP: the first grid point after @end: no catch-up run at all.
+ *   DELAY: @start + period: a late start (or a long run) moves the grid,
+ *     which goes on from the start of this run.
  */
-static int64_t next_due(struct serex_scheduler *s, struct serex_timer *t,
-                        int64_t start)
+static int64_t next_due(struct serex_timer *t, int64_t start, int64_t end)
 {
-    int64_t period = periodic_of(t)->period, key = t->w.key, n;
+    int64_t period = periodic_of(t)->period, key = t->w.key, from, n;
+    /* relaxed: our own flags, set before the timer was published */
+    uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
 
-    /* relaxed: our own flag, set before the timer was published */
-    if (atomic_load_explicit(&t->w.tag, memory_order_relaxed) & F_FIXED_DELAY)
-        return sat_add(sched_now(s), period);
-    n = (start > key ? (start - key) / period : 0) + 1; /* points after */
+    if (v & F_FIXED_DELAY)
+        return sat_add(end, period);
+    switch ((serex_missed_policy)((v & MISSED_MASK) >> MISSED_SHIFT)) {
+    case SEREX_MISSED_BURST:
+        return sat_add(key, period);
+    case SEREX_MISSED_DELAY:
+        return sat_add(start > key ? start : key, period);
+    case SEREX_MISSED_SKIP:
+        from = end;
+        break;
+    default: /* SEREX_MISSED_COALESCE */
+        from = start;
+        break;
+    }
+    n = (from > key ? (from - key) / period : 0) + 1; /* points after */
     return n > INT64_MAX / period ? INT64_MAX : sat_add(key, n * period);
 }
 
@@ -693,7 +736,7 @@ static bool rearm(struct serex_scheduler *s, struct serex_timer *t,
                   int64_t start)
 {
     struct sched_shard *sh = timer_shard(t);
-    int64_t due = next_due(s, t, start);
+    int64_t due = next_due(t, start, sched_now(s));
     uint64_t v;
 
     if (due <= t->w.key) /* saturated at INT64_MAX: no later run exists */
@@ -723,6 +766,43 @@ static bool rearm(struct serex_scheduler *s, struct serex_timer *t,
     return true;
 }
 
+/* The periodic run in progress on this thread (serex_timer_overrun). */
+static SEREX__THREAD_LOCAL const struct periodic *current_run;
+
+/* Grid points that a run of @t starting at @start folds in: those between
+ * its due point and its start that get no run of their own (none for a
+ * fixed-delay timer, or under SEREX_MISSED_BURST). */
+static uint64_t folded(struct serex_timer *t, uint64_t v, int64_t start)
+{
+    int64_t key = t->w.key;
+
+    if ((v & F_FIXED_DELAY) || start <= key ||
+        (serex_missed_policy)((v & MISSED_MASK) >> MISSED_SHIFT) ==
+            SEREX_MISSED_BURST)
+        return 0;
+    return (uint64_t)((start - key) / periodic_of(t)->period);
+}
+
+/* Runs a periodic timer's task, its overrun readable from inside. */
+static void run_periodic(struct serex_timer *t, uint64_t v, int64_t start,
+                         struct serex__frame *frame, serex_executor *face)
+{
+    struct periodic *p = periodic_of(t);
+    const struct periodic *outer = current_run; /* a run inside a run */
+
+    p->overrun = folded(t, v, start);
+    current_run = p;
+    serex__frame_push(frame, face);
+    t->fn(t->arg);
+    serex__frame_pop(frame);
+    current_run = outer;
+}
+
+uint64_t serex_timer_overrun(void)
+{
+    return current_run != NULL ? current_run->overrun : 0;
+}
+
 /* Runs @t if it is still QUEUED; then re-arms or settles it. */
 static void run_timer(struct serex_scheduler *s, struct serex_timer *t)
 {
@@ -746,11 +826,16 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t)
                 memory_order_relaxed, memory_order_relaxed))
             break;
     }
-    start = (v & F_PERIODIC) ? sched_now(s) : 0;
-    serex__frame_push(&frame, &s->face);
-    t->fn(t->arg);
-    serex__frame_pop(&frame);
-    if (!(v & F_PERIODIC) || !rearm(s, t, start))
+    if (!(v & F_PERIODIC)) {
+        serex__frame_push(&frame, &s->face);
+        t->fn(t->arg);
+        serex__frame_pop(&frame);
+        sched_settle(s, t);
+        return;
+    }
+    start = sched_now(s);
+    run_periodic(t, v, start, &frame, &s->face);
+    if (!rearm(s, t, start))
         sched_settle(s, t);
 }
 
@@ -1042,28 +1127,14 @@ static struct serex__wtimer *shard_sweep(struct sched_shard *sh, bool take)
     return serex__wtimer_sort(keep);
 }
 
-static void face_shutdown(serex_executor *ex)
+/* Takes every pending one-shot out (in due order), passes each task to
+ * @on_pending (serex__hand_back: NULL drops it) and ends the timer. */
+static size_t take_pending(struct serex_scheduler *s,
+                           serex_pending_fn on_pending, void *ctx)
 {
-    struct serex_scheduler *s = sched_of_face(ex);
-
-    if (serex__forked_since(s->gen) || !set_shut(s))
-        return;
-    for (unsigned i = 0; i < s->nshards; i++)
-        shard_sweep(&s->shards[i], false);
-    sched_ring(s);
-    sched_announce(s);
-}
-
-static size_t face_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
-                                void *ctx)
-{
-    struct serex_scheduler *s = sched_of_face(ex);
     struct serex__wtimer *taken = NULL, *next;
     size_t n = 0;
 
-    if (serex__forked_since(s->gen))
-        return 0; /* a child: locks may be held by threads not here */
-    set_shut(s);
     for (unsigned i = 0; i < s->nshards; i++)
         taken = serex__wtimer_merge(taken, shard_sweep(&s->shards[i], true));
     for (struct serex__wtimer *w = taken; w != NULL; w = next) {
@@ -1074,6 +1145,41 @@ static size_t face_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
         sched_settle(s, t);
         n++;
     }
+    return n;
+}
+
+static void face_shutdown(serex_executor *ex)
+{
+    struct serex_scheduler *s = sched_of_face(ex);
+
+    if (serex__forked_since(s->gen) || !set_shut(s))
+        return;
+    switch (s->on_shutdown) {
+    case SEREX_PENDING_HAND_BACK:
+        take_pending(s, s->on_rejected, s->on_rejected_ctx);
+        break;
+    case SEREX_PENDING_DROP:
+        take_pending(s, NULL, NULL);
+        break;
+    default: /* SEREX_PENDING_FIRE: they fire when due */
+        for (unsigned i = 0; i < s->nshards; i++)
+            shard_sweep(&s->shards[i], false);
+        break;
+    }
+    sched_ring(s);
+    sched_announce(s);
+}
+
+static size_t face_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
+                                void *ctx)
+{
+    struct serex_scheduler *s = sched_of_face(ex);
+    size_t n;
+
+    if (serex__forked_since(s->gen))
+        return 0; /* a child: locks may be held by threads not here */
+    set_shut(s);
+    n = take_pending(s, on_pending, ctx);
     sched_ring(s);
     sched_announce(s);
     return n;
@@ -1313,7 +1419,8 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     *out = NULL;
     if (cfg != NULL)
         c = *cfg;
-    if (c.tick_ns < 0)
+    if (c.tick_ns < 0 || (unsigned)c.on_shutdown > SEREX_PENDING_DROP ||
+        (c.on_shutdown == SEREX_PENDING_HAND_BACK && c.on_rejected == NULL))
         return SEREX_EINVAL;
     if (c.tick_ns == 0)
         c.tick_ns = DEFAULT_TICK_NS;
@@ -1330,6 +1437,7 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     s->max_timers = c.max_timers;
     s->on_rejected = c.on_rejected;
     s->on_rejected_ctx = c.on_rejected_ctx;
+    s->on_shutdown = c.on_shutdown;
     s->nshards = shard_count(c.manual);
     atomic_init(&s->wake_at, INT64_MIN);
     rc = init_shards(s, c.wheel_size, c.tick_ns,

@@ -76,6 +76,18 @@ static void api_statuses_have_strings(void **state)
         assert_non_null(serex_strerror(s));
 }
 
+static void api_time_helpers_are_nanoseconds(void **state)
+{
+    int n = 3;
+
+    (void)state;
+    assert_true(SEREX_US(1) == 1000 && SEREX_MS(1) == 1000000 &&
+                SEREX_SEC(1) == 1000000000);
+    /* int64_t arithmetic even from an int: no 32-bit overflow */
+    assert_true(SEREX_SEC(n) == INT64_C(3000000000));
+    assert_true(SEREX_MS(250) * 4 == SEREX_SEC(1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -83,6 +95,7 @@ int main(void)
         T(api_pool_future_and_event_work),
         T(api_manual_runs_only_when_told),
         T(api_statuses_have_strings),
+        T(api_time_helpers_are_nanoseconds),
 #undef T
     };
 

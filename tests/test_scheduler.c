@@ -320,6 +320,177 @@ static void manual_fixed_rate_long_run_is_followed_at_once(void **state)
     assert_int_equal(f->at[2], 30 * MS);
 }
 
+/* --- missed-run policies (serex_schedule_fixed_rate_missed) --- */
+
+struct missed_log {
+    int64_t long_ms;          /* the first run takes this long */
+    size_t n;
+    int64_t at[16];           /* the clock at each run's start */
+    uint64_t overrun[16];     /* serex_timer_overrun() in each run */
+};
+
+static struct missed_log *missed_current;
+
+static void missed_task(void *arg)
+{
+    struct fixture *f = fx_of(arg);
+    struct missed_log *m = missed_current;
+
+    if (m->n < 16) {
+        m->at[m->n] = serex_scheduler_now(f->s);
+        m->overrun[m->n] = serex_timer_overrun();
+    }
+    if (m->n++ == 0 && m->long_ms > 0) /* a long run: time passes in it */
+        assert_int_equal(serex_scheduler_advance(f->s, m->long_ms * MS),
+                         SEREX_OK);
+}
+
+/*
+ * A fixed-rate timer, 10 ms grid from 10 ms, whose runs wait on a manual
+ * executor: the first waits @stall_ms before the test runs it (a busy
+ * target), or takes @long_ms. Then time moves 1 ms at a time to 70 ms,
+ * every due run taken at once. @want: "at:overrun" pairs, in ms.
+ */
+static void missed_case(struct fixture *f, serex_missed_policy policy,
+                        int64_t stall_ms, int64_t long_ms,
+                        const int64_t (*want)[2], size_t nwant)
+{
+    struct missed_log m = {.long_ms = long_ms};
+    serex_scheduler *s = make_manual(f, 0);
+
+    missed_current = &m;
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_rate_missed(
+                         s, f->manual, 10 * MS, 10 * MS, policy, missed_task,
+                         f->ids, NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 10 * MS), SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, stall_ms * MS), SEREX_OK);
+    while (serex_scheduler_now(s) < 70 * MS) {
+        do
+            assert_int_equal(serex_scheduler_advance(s, 0), SEREX_OK);
+        while (test_run_all(f->manual) > 0);
+        assert_int_equal(serex_scheduler_advance(s, 1 * MS), SEREX_OK);
+    }
+    assert_true(m.n >= nwant);
+    for (size_t i = 0; i < nwant; i++) {
+        if (m.at[i] != want[i][0] * MS || m.overrun[i] != (uint64_t)want[i][1])
+            fail_msg("policy %d run %zu: at %lld ms overrun %llu, want %lld "
+                     "ms overrun %lld", (int)policy, i,
+                     (long long)(m.at[i] / MS),
+                     (unsigned long long)m.overrun[i], (long long)want[i][0],
+                     (long long)want[i][1]);
+    }
+    missed_current = NULL;
+}
+
+/* The first run starts 35 ms late, at 45 ms: points 20, 30, 40 missed. */
+static void missed_policies_after_a_stall(void **state)
+{
+    static const int64_t coalesce[][2] = {{45, 3}, {50, 0}, {60, 0}};
+    static const int64_t burst[][2] = {{45, 0}, {45, 0}, {45, 0}, {45, 0},
+                                       {50, 0}, {60, 0}};
+    static const int64_t skip[][2] = {{45, 3}, {50, 0}, {60, 0}};
+    static const int64_t delay[][2] = {{45, 3}, {55, 0}, {65, 0}};
+    struct fixture *f = *state;
+
+    missed_case(f, SEREX_MISSED_COALESCE, 35, 0, coalesce, 3);
+    teardown(state), setup(state), f = *state;
+    missed_case(f, SEREX_MISSED_BURST, 35, 0, burst, 6);
+    teardown(state), setup(state), f = *state;
+    missed_case(f, SEREX_MISSED_SKIP, 35, 0, skip, 3);
+    teardown(state), setup(state), f = *state;
+    missed_case(f, SEREX_MISSED_DELAY, 35, 0, delay, 3);
+}
+
+/* The first run starts on time at 10 ms and ends at 35 ms. */
+static void missed_policies_after_a_long_run(void **state)
+{
+    static const int64_t coalesce[][2] = {{10, 0}, {35, 1}, {40, 0}};
+    static const int64_t burst[][2] = {{10, 0}, {35, 0}, {35, 0}, {40, 0}};
+    static const int64_t skip[][2] = {{10, 0}, {40, 0}, {50, 0}};
+    static const int64_t delay[][2] = {{10, 0}, {35, 1}, {45, 0}, {55, 0}};
+    struct fixture *f = *state;
+
+    missed_case(f, SEREX_MISSED_COALESCE, 0, 25, coalesce, 3);
+    teardown(state), setup(state), f = *state;
+    missed_case(f, SEREX_MISSED_BURST, 0, 25, burst, 4);
+    teardown(state), setup(state), f = *state;
+    missed_case(f, SEREX_MISSED_SKIP, 0, 25, skip, 3);
+    teardown(state), setup(state), f = *state;
+    missed_case(f, SEREX_MISSED_DELAY, 0, 25, delay, 4);
+}
+
+static void missed_policy_bad_input_and_overrun_outside(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_timer *t = (serex_timer *)1;
+
+    assert_int_equal(serex_schedule_fixed_rate_missed(
+                         s, NULL, 0, 10 * MS, (serex_missed_policy)4,
+                         log_task, f->ids, &t),
+                     SEREX_EINVAL);
+    assert_null(t);
+    assert_int_equal(serex_schedule_fixed_rate_missed(
+                         s, NULL, 0, 0, SEREX_MISSED_SKIP, log_task, f->ids,
+                         NULL),
+                     SEREX_EINVAL);
+    assert_int_equal(serex_timer_overrun(), 0); /* not in a run */
+}
+
+/* --- what shutdown does with pending one-shots (cfg.on_shutdown) --- */
+
+static void count_handed(serex_fn fn, void *arg, void *ctx)
+{
+    struct fixture *f = ctx;
+    size_t n = atomic_fetch_add(&f->nlog, 1);
+
+    (void)fn;
+    if (n < NLOG)
+        f->log[n] = 1000 + *(int *)arg; /* handed back, not run */
+}
+
+/* A time-out service: its destroy must not wait an hour for a pending
+ * time-out. If it did, this test would hang (and ctest fail it). */
+static void shutdown_policy_hand_back_and_drop(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler_config c = {0};
+    serex_scheduler *s;
+
+    c.on_shutdown = SEREX_PENDING_HAND_BACK; /* needs on_rejected */
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_EINVAL);
+    c.on_shutdown = (serex_pending_policy)3;
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_EINVAL);
+
+    c.on_shutdown = SEREX_PENDING_HAND_BACK;
+    c.on_rejected = count_handed;
+    c.on_rejected_ctx = f;
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_OK);
+    f->s = s;
+    /* due in this order: task 2 (1 h), task 1 (2 h) */
+    assert_int_equal(serex_schedule(s, NULL, 7200 * SEC, log_task, &f->ids[1],
+                                    NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_schedule(s, NULL, 3600 * SEC, log_task, &f->ids[2],
+                                    NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(s)), SEREX_OK);
+    f->s = NULL;
+    assert_int_equal(nlog(f), 2); /* handed back, in due order, not run */
+    assert_int_equal(f->log[0], 1002);
+    assert_int_equal(f->log[1], 1001);
+
+    c.on_shutdown = SEREX_PENDING_DROP;
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_OK);
+    assert_int_equal(serex_schedule(s, NULL, 3600 * SEC, log_task, &f->ids[3],
+                                    NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(s)), SEREX_OK);
+    assert_int_equal(nlog(f), 2); /* dropped: neither run nor handed */
+}
+
 static void manual_fixed_delay_counts_from_the_end_of_a_run(void **state)
 {
     struct fixture *f = *state;
@@ -1075,6 +1246,10 @@ int main(void)
         T(manual_fixed_rate_coalesces_missed_runs),
         T(manual_fixed_rate_long_run_is_followed_at_once),
         T(manual_fixed_delay_counts_from_the_end_of_a_run),
+        T(missed_policies_after_a_stall),
+        T(missed_policies_after_a_long_run),
+        T(missed_policy_bad_input_and_overrun_outside),
+        T(shutdown_policy_hand_back_and_drop),
         T(manual_delays_saturate_never_wrap),
         T(manual_advance_at_the_end_of_time_returns),
         T(cancel_in_every_state),

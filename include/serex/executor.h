@@ -42,6 +42,13 @@ typedef void (*serex_pending_fn)(serex_fn fn, void *arg, void *ctx);
 /* Timeout value: wait without limit. 0 polls; other negatives are EINVAL. */
 #define SEREX_FOREVER ((int64_t)-1)
 
+/* Durations in the nanoseconds every serex call takes: SEREX_MS(250) is a
+ * quarter second. Integer arguments; the result is int64_t (no overflow
+ * below 292 years). */
+#define SEREX_US(x) ((int64_t)(x) * INT64_C(1000))
+#define SEREX_MS(x) ((int64_t)(x) * INT64_C(1000000))
+#define SEREX_SEC(x) ((int64_t)(x) * INT64_C(1000000000))
+
 /*
  * Status codes. 0 is success, errors are negative. The values are fixed
  * (they never come from errno) so they are stable across platforms.

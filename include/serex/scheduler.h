@@ -16,6 +16,20 @@ extern "C" {
 /* A clock: monotonic nanoseconds. */
 typedef int64_t (*serex_clock_fn)(void *ctx);
 
+/* What shutdown does with one-shot timers still pending (config
+ * on_shutdown). shutdown_now always hands them back to its on_pending. */
+typedef enum serex_pending_policy {
+    /* They fire when due; destroy waits for them (the default). */
+    SEREX_PENDING_FIRE = 0,
+    /* They never run: each task goes to cfg->on_rejected (required), in
+     * due order, on the thread that calls shutdown, so @arg can be
+     * freed; destroy does not wait. */
+    SEREX_PENDING_HAND_BACK = 1,
+    /* They never run and nothing is called: for tasks that own nothing
+     * (a time-out that only sets a flag); destroy does not wait. */
+    SEREX_PENDING_DROP = 2
+} serex_pending_policy;
+
 /* Scheduler configuration; zero-initialise it (or pass NULL) for defaults. */
 typedef struct serex_scheduler_config {
     int64_t tick_ns;     /* the wheel's slot width; 0: 1 ms. Rounded down
@@ -33,6 +47,8 @@ typedef struct serex_scheduler_config {
      * target refused (the run is not made; see serex_schedule). */
     serex_pending_fn on_rejected;
     void *on_rejected_ctx;
+    /* Pending one-shots at shutdown (above); 0: they fire when due. */
+    serex_pending_policy on_shutdown;
 } serex_scheduler_config;
 
 typedef struct serex_scheduler serex_scheduler;
@@ -51,7 +67,9 @@ typedef struct serex_timer serex_timer;
  * makes a timer early.
  * @cfg may be NULL. *@out is set on success, NULL on failure.
  * Returns:   SEREX_OK; SEREX_EINVAL (out NULL, tick_ns < 0, wheel_size not
- *            a power of two or too big); SEREX_ENOMEM.
+ *            a power of two or too big, on_shutdown not one of the
+ *            policies, or SEREX_PENDING_HAND_BACK without on_rejected);
+ *            SEREX_ENOMEM.
  * Ownership: the caller owns the scheduler; end it with
  *            serex_destroy(serex_scheduler_executor(s)).
  * fork():    in a child, a scheduler made before the fork refuses new
@@ -70,12 +88,15 @@ SEREX_API int serex_scheduler_create(const serex_scheduler_config *cfg,
  *
  * shutdown: new timers are refused (SEREX_EREJECTED); periodic timers are
  * cancelled (a run already handed to its target is skipped); one-shot
- * timers still fire when due. shutdown_now: the same, and every pending
+ * timers still fire when due, or, by cfg->on_shutdown, are handed to
+ * on_rejected or dropped at once (a time-out service does not want its
+ * destroy to wait for a 30 s time-out). shutdown_now: the same, and every pending
  * one-shot task is handed back, in due order, and counted (periodic ones
  * are cancelled, not handed back). await_termination: every timer is done
  * (ran, cancelled, handed back or rejected), runs on targets included.
  * destroy waits for pending one-shot timers to come due (call
- * shutdown_now first not to wait), then frees the scheduler; a run still
+ * shutdown_now first, or set cfg->on_shutdown, not to wait), then frees
+ * the scheduler; a run still
  * queued on a target keeps the memory it needs until it ends. In manual
  * mode, destroy drops the timers still pending. Every serex_timer handle
  * is invalid after destroy. await_termination and destroy called from a
@@ -121,8 +142,10 @@ SEREX_API int serex_schedule(serex_scheduler *s, serex_executor *target,
  * timed when a run ends: if grid points have passed meanwhile (the system
  * stalled before the run started, or the run took longer than a period),
  * they are coalesced: one run happens at once for all of them, and the
- * one after is back on the grid. So a run that always takes longer than
- * the period runs back to back, never queued up behind itself.
+ * one after is back on the grid (SEREX_MISSED_COALESCE; see
+ * serex_schedule_fixed_rate_missed for the other policies). So a run that
+ * always takes longer than the period runs back to back, never queued up
+ * behind itself.
  * Ends only by cancel, shutdown or a refused run.
  * Returns:   as serex_schedule; SEREX_EINVAL also for initial_ns < 0 or
  *            period_ns <= 0.
@@ -132,6 +155,51 @@ SEREX_API int serex_schedule_fixed_rate(serex_scheduler *s,
                                         int64_t initial_ns, int64_t period_ns,
                                         serex_fn fn, void *arg,
                                         serex_timer **out);
+
+/*
+ * What a fixed-rate timer does with grid points that passed without a run
+ * (the system stalled, the target was busy, or a run took longer than a
+ * period), as Tokio's MissedTickBehavior. Each is pinned down, with the
+ * clock, in docs/scheduler.md ("Missed runs").
+ */
+typedef enum serex_missed_policy {
+    /* One run at once for all the missed points, then back on the grid
+     * (start + n * period). The default: serex_schedule_fixed_rate. */
+    SEREX_MISSED_COALESCE = 0,
+    /* Every missed point gets its run, back to back, until caught up. */
+    SEREX_MISSED_BURST = 1,
+    /* The late run happens; the next is on the grid after it ends: no
+     * catch-up run. */
+    SEREX_MISSED_SKIP = 2,
+    /* The grid restarts from the late run's start: the next run is one
+     * period after it. */
+    SEREX_MISSED_DELAY = 3
+} serex_missed_policy;
+
+/*
+ * serex_schedule_fixed_rate_missed - serex_schedule_fixed_rate with a
+ * policy for missed grid points (above). Inside a run,
+ * serex_timer_overrun() says how many points the run folds in.
+ * Returns:   as serex_schedule_fixed_rate; SEREX_EINVAL also for a
+ *            policy that is not one of the four.
+ */
+SEREX_API int serex_schedule_fixed_rate_missed(
+    serex_scheduler *s, serex_executor *target, int64_t initial_ns,
+    int64_t period_ns, serex_missed_policy missed, serex_fn fn, void *arg,
+    serex_timer **out);
+
+/*
+ * serex_timer_overrun - called from inside a run of a periodic timer: how
+ * many grid points passed, before this run started, with no run of their
+ * own (the timer_getoverrun idiom). 0 for a run on time, for fixed-delay
+ * timers, under SEREX_MISSED_BURST (every point runs), and outside a
+ * timer's run. It is the running timer's, on the calling thread: a task
+ * needs no handle to ask (a task that wants to cancel its own timer keeps
+ * the handle from the schedule call in its argument, see
+ * docs/scheduler.md).
+ * Threads:   the thread running the timer's task.
+ */
+SEREX_API uint64_t serex_timer_overrun(void);
 
 /*
  * serex_schedule_fixed_delay - run fn(arg) on @target after @initial_ns,
