@@ -1048,6 +1048,50 @@ int serex_scheduler_advance(serex_scheduler *s, int64_t delta_ns)
     return SEREX_OK;
 }
 
+/* Runs each manual executor until all are empty; how many tasks ran. */
+static size_t run_all_manual(serex_executor *const *exs, size_t n)
+{
+    size_t total = 0, ran;
+
+    do {
+        ran = 0;
+        for (size_t i = 0; i < n; i++)
+            ran += serex_manual_run_pending(exs[i]);
+        total += ran;
+    } while (ran > 0);
+    return total;
+}
+
+int serex_scheduler_run_until(serex_scheduler *s, serex_executor *const *exs,
+                              size_t n, int64_t deadline)
+{
+    bool any;
+
+    if (s == NULL || !s->manual || (n > 0 && exs == NULL))
+        return SEREX_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (exs[i] == NULL)
+            return SEREX_EINVAL;
+    if (deadline < serex_scheduler_now(s))
+        return SEREX_EINVAL; /* time never moves back */
+    for (;;) {
+        int64_t now, next;
+        int rc;
+
+        run_all_manual(exs, n); /* at this time, to quiescence */
+        now = serex_scheduler_now(s);
+        next = sched_earliest(s, &any);
+        if (!any || next > deadline)
+            break;
+        /* the wheel's bound may be a slot's start, before any due time:
+         * advance then fires nothing, and the next look is exact */
+        rc = serex_scheduler_advance(s, next > now ? next - now : 0);
+        if (rc != SEREX_OK)
+            return rc;
+    }
+    return serex_scheduler_advance(s, deadline - serex_scheduler_now(s));
+}
+
 int64_t serex_scheduler_now(serex_scheduler *s)
 {
     return s == NULL ? 0 : sched_now(s);

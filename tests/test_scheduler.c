@@ -145,6 +145,8 @@ static void bad_input_is_einval(void **state)
     /* advance on a scheduler that has its own thread */
     assert_int_equal(serex_scheduler_create(NULL, &threaded), SEREX_OK);
     assert_int_equal(serex_scheduler_advance(threaded, MS), SEREX_EINVAL);
+    assert_int_equal(serex_scheduler_run_until(threaded, NULL, 0, 0),
+                     SEREX_EINVAL); /* not manual */
     assert_int_equal(serex_destroy(serex_scheduler_executor(threaded)),
                      SEREX_OK);
     assert_int_equal(nlog(f), 0);
@@ -437,6 +439,90 @@ static void missed_policy_bad_input_and_overrun_outside(void **state)
                          NULL),
                      SEREX_EINVAL);
     assert_int_equal(serex_timer_overrun(), 0); /* not in a run */
+}
+
+/* --- serex_scheduler_run_until: the test's whole clock --- */
+
+struct retry {
+    serex_scheduler *s;
+    serex_executor *ex;
+    int64_t backoff, at[8];
+    int attempts, failures;
+};
+
+static void retry_attempt(void *arg)
+{
+    struct retry *r = arg;
+
+    r->at[r->attempts] = serex_scheduler_now(r->s);
+    if (++r->attempts <= r->failures) {
+        assert_int_equal(serex_schedule(r->s, r->ex, r->backoff,
+                                        retry_attempt, r, NULL),
+                         SEREX_OK);
+        r->backoff *= 2;
+    }
+}
+
+/* Retry with backoff, over a serial on a manual executor: one call runs
+ * it all, each attempt at its exact due time. */
+static void run_until_gives_every_task_its_exact_time(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_executor *serial, *exs[1];
+    struct retry r = {.s = s, .backoff = 100 * MS, .failures = 3};
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_serial_create(f->manual, NULL, &serial), SEREX_OK);
+    r.ex = serial;
+    exs[0] = f->manual;
+    assert_int_equal(serex_execute(serial, retry_attempt, &r), SEREX_OK);
+    /* a one-shot due at 260 ms on the same executor sees 260, not 1 s */
+    assert_int_equal(serex_schedule(s, f->manual, 260 * MS, log_task,
+                                    &f->ids[7], NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_run_until(s, exs, 1, 1 * SEC), SEREX_OK);
+    assert_int_equal(r.attempts, 4);
+    assert_int_equal(r.at[0], 0);
+    assert_int_equal(r.at[1], 100 * MS);
+    assert_int_equal(r.at[2], 300 * MS);
+    assert_int_equal(r.at[3], 700 * MS);
+    assert_int_equal(nlog(f), 1);
+    assert_int_equal(f->at[0], 260 * MS);
+    assert_int_equal(serex_scheduler_now(s), 1 * SEC);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    assert_int_equal(serex_destroy(serial), SEREX_OK);
+}
+
+/* A periodic timer: each run at its grid point; the clock ends at the
+ * deadline, and what is due after it waits. */
+static void run_until_stops_at_the_deadline(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_executor *exs[1];
+    serex_timer *t;
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    exs[0] = f->manual;
+    assert_int_equal(serex_schedule_fixed_rate(s, f->manual, 10 * MS, 10 * MS,
+                                               log_task, &f->ids[1], &t),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_run_until(s, exs, 1, 55 * MS), SEREX_OK);
+    assert_int_equal(nlog(f), 5);
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(f->at[i], (int64_t)(i + 1) * 10 * MS);
+    assert_int_equal(serex_scheduler_now(s), 55 * MS);
+    assert_int_equal(serex_scheduler_run_until(s, exs, 1, 60 * MS), SEREX_OK);
+    assert_int_equal(nlog(f), 6); /* 60 is not after the deadline */
+    assert_int_equal(serex_scheduler_run_until(s, exs, 1, 59 * MS),
+                     SEREX_EINVAL); /* time never moves back */
+    assert_int_equal(serex_scheduler_run_until(NULL, exs, 1, 60 * MS),
+                     SEREX_EINVAL);
+    assert_int_equal(serex_scheduler_run_until(s, NULL, 1, 60 * MS),
+                     SEREX_EINVAL);
+    assert_true(serex_timer_cancel(t));
+    serex_timer_release(t);
 }
 
 /* --- what shutdown does with pending one-shots (cfg.on_shutdown) --- */
@@ -1250,6 +1336,8 @@ int main(void)
         T(missed_policies_after_a_long_run),
         T(missed_policy_bad_input_and_overrun_outside),
         T(shutdown_policy_hand_back_and_drop),
+        T(run_until_gives_every_task_its_exact_time),
+        T(run_until_stops_at_the_deadline),
         T(manual_delays_saturate_never_wrap),
         T(manual_advance_at_the_end_of_time_returns),
         T(cancel_in_every_state),

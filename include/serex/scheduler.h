@@ -247,6 +247,26 @@ SEREX_API void serex_timer_release(serex_timer *t);
  */
 SEREX_API int serex_scheduler_advance(serex_scheduler *s, int64_t delta_ns);
 
+/*
+ * serex_scheduler_run_until - manual mode only: a test's whole clock. Runs
+ * the manual executors @exs[0..n) until they are all empty, then moves the
+ * clock to the next due time (firing what comes due, as advance does) and
+ * runs them again, and so on, until the next due time is after @deadline;
+ * then sets the clock to @deadline (Tokio's paused clock auto-advancing).
+ * So code over serials, timers, groups and futures on manual executors
+ * runs with every task seeing the exact time it was due: a timer due at
+ * 260 ms runs with serex_scheduler_now() = 260 ms, not the 500 ms of a
+ * single advance(500 ms). Loops until quiescence: a task that always
+ * submits another never lets it return.
+ * Returns:   SEREX_OK; SEREX_EINVAL (s NULL or not manual, exs NULL with
+ *            n > 0, an executor NULL, @deadline before the clock). An
+ *            executor that is not a manual one runs nothing here.
+ * Threads:   one thread, the test's (as advance and the manual runs).
+ */
+SEREX_API int serex_scheduler_run_until(serex_scheduler *s,
+                                        serex_executor *const *exs, size_t n,
+                                        int64_t deadline);
+
 /* The scheduler's clock now (the manual time in manual mode). */
 SEREX_API int64_t serex_scheduler_now(serex_scheduler *s);
 
