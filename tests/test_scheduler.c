@@ -386,41 +386,49 @@ static void missed_case(struct fixture *f, serex_missed_policy policy,
     missed_current = NULL;
 }
 
+/* Each policy's runs ("at:overrun", ms) in two scenarios; up to 6. */
+struct missed_want {
+    serex_missed_policy policy;
+    size_t n;
+    int64_t runs[6][2];
+};
+
+static void missed_cases(void **state, int64_t stall_ms, int64_t long_ms,
+                         const struct missed_want *w)
+{
+    for (int i = 0; i < 4; i++) {
+        if (i > 0) /* a fresh scheduler and executor for each policy */
+            teardown(state), setup(state);
+        missed_case(*state, w[i].policy, stall_ms, long_ms, w[i].runs,
+                    w[i].n);
+    }
+}
+
 /* The first run starts 35 ms late, at 45 ms: points 20, 30, 40 missed. */
 static void missed_policies_after_a_stall(void **state)
 {
-    static const int64_t coalesce[][2] = {{45, 3}, {50, 0}, {60, 0}};
-    static const int64_t burst[][2] = {{45, 0}, {45, 0}, {45, 0}, {45, 0},
-                                       {50, 0}, {60, 0}};
-    static const int64_t skip[][2] = {{45, 3}, {50, 0}, {60, 0}};
-    static const int64_t delay[][2] = {{45, 3}, {55, 0}, {65, 0}};
-    struct fixture *f = *state;
+    static const struct missed_want w[4] = {
+        {SEREX_MISSED_COALESCE, 3, {{45, 3}, {50, 0}, {60, 0}}},
+        {SEREX_MISSED_BURST, 6,
+         {{45, 0}, {45, 0}, {45, 0}, {45, 0}, {50, 0}, {60, 0}}},
+        {SEREX_MISSED_SKIP, 3, {{45, 3}, {50, 0}, {60, 0}}},
+        {SEREX_MISSED_DELAY, 3, {{45, 3}, {55, 0}, {65, 0}}},
+    };
 
-    missed_case(f, SEREX_MISSED_COALESCE, 35, 0, coalesce, 3);
-    teardown(state), setup(state), f = *state;
-    missed_case(f, SEREX_MISSED_BURST, 35, 0, burst, 6);
-    teardown(state), setup(state), f = *state;
-    missed_case(f, SEREX_MISSED_SKIP, 35, 0, skip, 3);
-    teardown(state), setup(state), f = *state;
-    missed_case(f, SEREX_MISSED_DELAY, 35, 0, delay, 3);
+    missed_cases(state, 35, 0, w);
 }
 
 /* The first run starts on time at 10 ms and ends at 35 ms. */
 static void missed_policies_after_a_long_run(void **state)
 {
-    static const int64_t coalesce[][2] = {{10, 0}, {35, 1}, {40, 0}};
-    static const int64_t burst[][2] = {{10, 0}, {35, 0}, {35, 0}, {40, 0}};
-    static const int64_t skip[][2] = {{10, 0}, {40, 0}, {50, 0}};
-    static const int64_t delay[][2] = {{10, 0}, {35, 1}, {45, 0}, {55, 0}};
-    struct fixture *f = *state;
+    static const struct missed_want w[4] = {
+        {SEREX_MISSED_COALESCE, 3, {{10, 0}, {35, 1}, {40, 0}}},
+        {SEREX_MISSED_BURST, 4, {{10, 0}, {35, 0}, {35, 0}, {40, 0}}},
+        {SEREX_MISSED_SKIP, 3, {{10, 0}, {40, 0}, {50, 0}}},
+        {SEREX_MISSED_DELAY, 4, {{10, 0}, {35, 1}, {45, 0}, {55, 0}}},
+    };
 
-    missed_case(f, SEREX_MISSED_COALESCE, 0, 25, coalesce, 3);
-    teardown(state), setup(state), f = *state;
-    missed_case(f, SEREX_MISSED_BURST, 0, 25, burst, 4);
-    teardown(state), setup(state), f = *state;
-    missed_case(f, SEREX_MISSED_SKIP, 0, 25, skip, 3);
-    teardown(state), setup(state), f = *state;
-    missed_case(f, SEREX_MISSED_DELAY, 0, 25, delay, 4);
+    missed_cases(state, 0, 25, w);
 }
 
 static void missed_policy_bad_input_and_overrun_outside(void **state)
