@@ -33,7 +33,7 @@
  * manual executor's destroy), its hook runs it on the thread doing that.
  * Either way the item it carries reaches its receiver and the record is
  * freed: never lost, never leaked, and never handed to a user's
- * on_pending (promise 5, docs/contract.md).
+ * on_pending (promise 2a, docs/contract.md).
  */
 #include "alloc_internal.h"
 #include "common_internal.h"

@@ -34,7 +34,19 @@ void serex__frame_push(struct serex__frame *f, serex_executor *ex)
 {
     f->ex = ex;
     f->prev = current_frame;
+    f->key = 0;
+    f->serial = false;
+    f->lane = false;
     current_frame = f;
+}
+
+void serex__frame_push_serial(struct serex__frame *f, serex_executor *ex,
+                              const uint64_t *key)
+{
+    serex__frame_push(f, ex);
+    f->serial = true;
+    f->lane = key != NULL;
+    f->key = key != NULL ? *key : 0;
 }
 
 void serex__frame_pop(struct serex__frame *f)
@@ -74,6 +86,22 @@ int serex__frame_blocks(serex_executor *ex)
 {
     /* no frame: this thread runs no task, so nothing can wait on it */
     return current_frame != NULL && walk_blocks(ex);
+}
+
+/*
+ * Only the thread's own frames are asked: a task queued on a wrapper
+ * whose target is one of them (a serial over a manual executor the caller
+ * runs) waits too, but telling would need each wrapper to name its target
+ * for this walk, and the class hook that does (waits_on) also follows a
+ * scheduler's timers, where its own tasks do not queue.
+ */
+bool serex__frame_behind(serex_executor *ex, const uint64_t *key)
+{
+    for (struct serex__frame *f = current_frame; f != NULL; f = f->prev)
+        if (f->ex == ex && f->serial && f->lane == (key != NULL) &&
+            (key == NULL || f->key == *key))
+            return true;
+    return false;
 }
 
 /* --- internal operations and classes --- */

@@ -17,12 +17,30 @@
 struct serex__frame {
     serex_executor *ex;
     struct serex__frame *prev;
+    uint64_t key; /* the lane's key, if lane */
+    bool serial;  /* pushed by serex__frame_push_serial */
+    bool lane;    /* ... for a striped lane */
 };
 void serex__frame_push(struct serex__frame *f, serex_executor *ex);
+/*
+ * As serex__frame_push, by code that runs @ex's tasks one at a time, here:
+ * a serial's drain, a manual executor's run calls, or, with @key not NULL,
+ * the drain of a striped's lane for *@key. Any task queued there now waits
+ * for the current one to return (serex__frame_behind).
+ */
+void serex__frame_push_serial(struct serex__frame *f, serex_executor *ex,
+                              const uint64_t *key);
 void serex__frame_pop(struct serex__frame *f);
 /* true if the calling thread runs a task of @ex or of what @ex waits on
  * (its class says what: exec_class_internal.h). */
 int serex__frame_blocks(serex_executor *ex);
+/*
+ * true if a task queued on @ex now (on the lane of *@key, if @key is not
+ * NULL) would start only after the calling thread's current task returns:
+ * the thread is inside a serex__frame_push_serial frame of the same @ex
+ * (and key). serex_future_wait's SEREX_EDEADLK (promise 7b).
+ */
+bool serex__frame_behind(serex_executor *ex, const uint64_t *key);
 
 /*
  * Hands back or drops one task taken back by shutdown_now or a destroy:

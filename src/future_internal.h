@@ -13,10 +13,14 @@
 
 /*
  * A future for fn(arg), with the task to queue in *task (its argument is
- * the future itself). If queueing fails, serex__future_abort frees it (it
- * was never shared). NULL if out of memory.
+ * the future itself). @ex is the executor the task is queued on and @key,
+ * if not NULL, the striped key it is queued under: serex_future_wait says
+ * SEREX_EDEADLK from a task that such a task would wait for (promise 7b).
+ * If queueing fails, serex__future_abort frees it (it was never shared).
+ * NULL if out of memory.
  */
-serex_future *serex__future_new(serex_call_fn fn, void *arg, serex_fn *task);
+serex_future *serex__future_new(serex_executor *ex, const uint64_t *key,
+                                serex_call_fn fn, void *arg, serex_fn *task);
 void serex__future_abort(serex_future *f);
 
 #endif /* SEREX_FUTURE_INTERNAL_H */

@@ -198,7 +198,7 @@ bool serex_manual_run_one(serex_executor *ex)
     fn = t->fn;
     arg = t->arg;
     serex__task_free(t);
-    serex__frame_push(&frame, ex);
+    serex__frame_push_serial(&frame, ex, NULL); /* run calls: one thread */
     fn(arg);
     serex__frame_pop(&frame);
     serex__mutex_lock(&m->mu);

@@ -21,9 +21,9 @@
 #include <stddef.h>
 
 enum serex__cache_class {
-    SEREX__CLASS_32,  /* 32 bytes: futures, gate nodes, keyless wrappers */
-    SEREX__CLASS_64,  /* 64 bytes, cache-line aligned: task nodes, channel
-                         waiters */
+    SEREX__CLASS_32,  /* 32 bytes: gate nodes, keyless wrappers */
+    SEREX__CLASS_64,  /* 64 bytes, cache-line aligned: task nodes, futures,
+                         future continuations, channel waiters */
     SEREX__CLASS_128, /* 128 bytes, cache-line aligned: striped lanes */
     SEREX__NCLASSES
 };

@@ -177,7 +177,7 @@ static void serial_drain(struct serex__op *op)
     struct serial *s = serex__container_of(op, struct serial, drain);
     struct serex__frame frame;
 
-    serex__frame_push(&frame, &s->base);
+    serex__frame_push_serial(&frame, &s->base, NULL); /* promise 7b */
     /* `visit`: tasks run since the target gave us this thread. A short
      * batch (a counted task's push still under way) loops without giving
      * the thread back, so the count carries over: at most `batch` tasks a

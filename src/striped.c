@@ -408,7 +408,7 @@ static void lane_drain(struct serex__op *op)
     struct serex__frame frame;
     bool last = false;
 
-    serex__frame_push(&frame, &s->face);
+    serex__frame_push_serial(&frame, &s->face, &l->key); /* promise 7b */
     /* `visit`: tasks run since the target gave us this thread. A short
      * round (a counted task's push still under way) loops without giving
      * the thread back, so the count carries over rounds: at most `batch`
@@ -574,7 +574,7 @@ int serex_striped_submit(serex_striped *s, uint64_t key, serex_call_fn fn,
     *out = NULL;
     if (s == NULL || fn == NULL)
         return SEREX_EINVAL;
-    if ((f = serex__future_new(fn, arg, &task)) == NULL)
+    if ((f = serex__future_new(&s->face, &key, fn, arg, &task)) == NULL)
         return SEREX_ENOMEM;
     rc = serex_striped_execute(s, key, task, f);
     if (rc != SEREX_OK) {
