@@ -71,6 +71,8 @@ METRICS = {
     # plainest condvar pool, what waking a worker costs on this machine.
     "pool_trickle": [("cpu_pct", "lower"), ("pool_cpu_pct", "lower"),
                      ("p50_us", "lower"), ("p99_us", "lower")],
+    # serex's own: no peer runs these.
+    "future_chain": [("ns_per_link", "lower")],
 }
 
 # The peers each bench's goal ratio is set against, by impl name. "timeout"
