@@ -1,3 +1,650 @@
 /* SPDX-License-Identifier: MIT */
-/* limiter.c - (being written) */
+/*
+ * limiter.c - the concurrency limiter: at most max_running tasks at once,
+ * started in submission order, on top of any executor. A serial executor
+ * is a limiter of 1 (serial.c), and this file follows its drain closely;
+ * what differs is that up to max_running drains, here called runners,
+ * take tasks from one queue.
+ *
+ * --- The state word, demystified ---
+ * Tasks go into a Vyukov MPSC queue (mpsc_internal.h), popped under
+ * `pop_lock` (runners are many consumers; each pop is a few instructions).
+ * One 64-bit word `st` holds three counts, so each decision below reads
+ * them together in one atomic step:
+ *
+ *   bits  0-15  R: runners out. A runner is a task of ours on the target;
+ *               it holds its slot from the producer's count that took it
+ *               to its exit, or to the target refusing or dropping it.
+ *   bits 16-31  U: runners holding a task: popped, and not yet accounted
+ *               for (running, or returned and not yet accounted). U <= R.
+ *   bits 32-63  Q: tasks counted and not popped: waiting in the queue, or
+ *               a producer's push still under way.
+ *
+ *   producer: count: Q+1, and R+1 if R < max_running (a CAS: one step);
+ *             push(t); if it took a slot, submit a runner.
+ *   runner:   pop under pop_lock; with a node: Q-1, and U+1 unless it
+ *             still holds the task before (that one has returned: its
+ *             count passes to the new one); run it; repeat. After `batch`
+ *             tasks: U-1, resubmit itself (keeping its slot) and return.
+ *             With no node: if Q == 0, exit: R-1 and U-1 if holding (a
+ *             CAS: one step); else a counted push is under way: wait.
+ *   release:  a runner the target refused or dropped never ran (or holds
+ *             no task: it accounted before its resubmission): R-1; if
+ *             that leaves R == 0 with Q > 0, set BROKEN (see below).
+ *
+ * Why at most max_running tasks run at once: a task runs only inside a
+ * runner's visit (the run of one runner task on the target), one task at
+ * a time, and a visit holds a slot until its exit CAS, after which it runs
+ * nothing; a visit that resubmitted runs nothing more either, so the slot
+ * passes to the next visit whole. Only the producer's CAS adds to R, and
+ * only while R < max_running. So running tasks <= R <= max_running.
+ *
+ * Why no task waits without a runner: a task counted while R < max_running
+ * took a slot and starts a runner. One counted while R == max_running is
+ * seen by each of those R runners before it can leave: a runner exits only
+ * by a CAS that finds Q == 0, and our Q+1 comes before it in `st`'s
+ * modification order (else R was below max_running at our CAS). Runners
+ * that leave without looking at Q are the ones the target refused or
+ * dropped: the last of them to leave finds R == 0 with Q > 0 in its own
+ * RMW, so it knows no runner will come, and marks the limiter BROKEN.
+ *
+ * Who wins each race:
+ *  - a producer's count against a runner's exit: the first in `st`'s
+ *    modification order. The exit first: the producer finds the slot free
+ *    and starts a runner. The count first: the exit CAS fails (Q > 0) and
+ *    the runner pops the task.
+ *  - two runners, or a runner and shutdown_now, for one node: pop_lock;
+ *    each node has one taker, and a task popped has started.
+ *  - counting comes before pushing (as in serial.c), so every node in the
+ *    queue is counted and a pop never takes Q below 0; a runner that finds
+ *    the queue empty with Q > 0 waits for the push, which is a producer's
+ *    next few instructions (as it waits for a link in progress, mpsc
+ *    BUSY). Pops and the Q-1 that goes with them happen under pop_lock,
+ *    and so do shutdown_now's take and its Q-n: once no execute is in
+ *    flight, the queue holds exactly Q nodes when pop_lock is taken.
+ *
+ * Start order: runners pop in queue order under pop_lock, so tasks start
+ * in the order their pushes took effect (a runner on another thread may
+ * call its task a moment before the runner that popped the task before).
+ * With max_running 1 there is one runner at a time, so tasks also happen
+ * one after the other (promise 3): within a visit by program order; from
+ * a visit to its resubmission by the target's own ordering; from a runner
+ * to the next by its exit CAS (release), which the producer's CAS that
+ * takes the freed slot reads (acquire) before it submits the next runner.
+ *
+ * The memory orders, in one place:
+ *  - the producer's count CAS: acquire on success (the slot hand-over
+ *    above); failure relaxed (we retry).
+ *  - the pop's Q-1 (U+1): relaxed. It is made under pop_lock, which orders
+ *    it against every other take of a node; it never leaves Q and U both
+ *    at 0 (a task is held after it), so it ends no wait; and being an RMW
+ *    it does not break the release sequences an awaiter's load acquires.
+ *  - the runner's exit CAS and its U-1 before a resubmission: seq_cst.
+ *    Release: the tasks it ran happen-before the awaiter that sees Q and
+ *    U at 0, and before the next taker of the slot. seq_cst: against the
+ *    awaiter's count-then-look (see termination below).
+ *  - release of a refused or dropped runner's slot: acq_rel (the slot
+ *    changes hands with release-acquire everywhere; a rare path).
+ *  - the take-back CAS of a refused lone task and shutdown_now's Q-n:
+ *    seq_cst, as every change that may leave Q and U at 0.
+ *  - `ctl` and `life`: as in serial.c, order for order (said at each).
+ *  - push is the MPSC queue's (acq_rel exchange, release link), read by
+ *    pop with acquire: the task's fn and arg are visible to its runner.
+ *
+ * --- Shutdown, shutdown_now, a target that refuses ---
+ * `ctl` holds SHUT, STOP and BROKEN flags and, above them, the number of
+ * execute calls between their flag check and the end of their push (and
+ * of their runner's submission, if they start one: until then the runner
+ * holds no reference), exactly as serial.c's.
+ * shutdown_now sets STOP, waits for that number to reach 0 (so every
+ * accepted push is in the queue and counted), then takes the whole queue
+ * under pop_lock and subtracts it from Q, under the same hold.
+ * If the target refuses to start a runner:
+ *  - if the task we count is the only one (Q == 1) and ours is the only
+ *    runner (R == 1, so U == 0), we take it back under pop_lock with one
+ *    CAS of `st` to 0 (a later producer's node queues behind ours, and no
+ *    other runner exists to pop ours): execute returns the target's
+ *    status and nothing is queued, so a passing refusal (a full bounded
+ *    pool) costs that task, not the limiter;
+ *  - else we release our slot. If other runners remain, they run our task
+ *    (they leave only once Q == 0): execute says SEREX_OK. If none
+ *    remains, the tasks are stuck: BROKEN. Execute then refuses new tasks,
+ *    shutdown_now hands the stuck ones back and destroy drops them: the
+ *    serial's policy (promise 5), applied when no runner is left.
+ * If the target refuses a resubmission, the runner keeps running where it
+ * is. If it takes a runner back or drops it (its shutdown_now, its
+ * destroy), the runner's `dropped` hook releases its slot (BROKEN if that
+ * leaves tasks stuck) and its reference; on_pending never sees it.
+ *
+ * --- Termination and destroy ---
+ * The limiter is terminated once shut down, with no execute in flight,
+ * and Q == 0 and U == 0: every accepted task has run or was taken back.
+ * Runners still out (queued on a target nobody runs, or on their way out)
+ * do not count: each holds a reference in `life` instead, which counts
+ * runners (bits 0-31; at most max_running plus the threads between an
+ * exit and its release), a DETACHED bit set by destroy (bit 32), a bit
+ * flipped to wake awaiters (bit 33) and the threads in await_termination
+ * (bits 40-63; the loop is await_internal.h). Whoever leaves `life` with
+ * no runner and DETACHED frees the limiter: destroy if no runner is out,
+ * else the last runner, run or dropped. Every change of `st` that can
+ * leave Q and U at 0 is seq_cst and is followed by a seq_cst look for
+ * waiters in `life` (or an unconditional wake: shutdown_now); an awaiter
+ * counts itself in `life` (seq_cst) before it looks: either the waker sees
+ * the waiter or the waiter sees the change, and with no waiter the end of
+ * work costs no system call.
+ * destroy waits as serial's (serex__wrapper_settle: wait, or drop what is
+ * stuck, or whose target has terminated), then waits once more without
+ * limit: a drop takes the queue, but runners other than the refused or
+ * dropped ones may still be running a task, and destroy waits for those.
+ */
+
+#include "alloc_internal.h"
+#include "await_internal.h"
 #include "common_internal.h"
+#include "executor_internal.h"
+#include "exec_class_internal.h"
+#include "mpsc_internal.h"
+#include "op_internal.h"
+#include "spinlock_internal.h"
+#include "stats_internal.h"
+#include "thread_internal.h"
+
+#define BATCH 64u /* tasks a visit runs before the thread goes back */
+
+#define CTL_SHUT 1u
+#define CTL_STOP 2u
+#define CTL_BROKEN 4u
+#define CTL_INFLIGHT 8u /* one execute between its check and its push */
+
+#define ST_R UINT64_C(1)         /* one runner out */
+#define ST_U (UINT64_C(1) << 16) /* one runner holding a task */
+#define ST_Q (UINT64_C(1) << 32) /* one task counted, not popped */
+#define ST_RUNNERS(s) ((unsigned)((s)&0xffffu))
+#define ST_QUEUED(s) ((s) >> 32)
+#define ST_QUEUED_MAX UINT64_C(0xffffffff)
+#define ST_IDLE(s) (((s) >> 16) == 0) /* Q == 0 and U == 0 */
+
+#define LIFE_RUNNER UINT64_C(1)           /* one runner out, not finished */
+#define LIFE_DETACHED (UINT64_C(1) << 32) /* destroyed: the last frees */
+#define LIFE_GEN (UINT64_C(1) << 33)      /* something awaiters wait for */
+#define LIFE_WAITER_SHIFT 40              /* bits 40-63: threads in await */
+#define LIFE_WAITER (UINT64_C(1) << LIFE_WAITER_SHIFT)
+#define LIFE_WAITERS_MAX ((UINT64_C(1) << (64 - LIFE_WAITER_SHIFT)) - 1)
+#define LIFE_RUNNERS(x) ((x) & (LIFE_DETACHED - 1))
+
+_Static_assert(SEREX_LIMITER_MAX_RUNNING <= 0xffffu, "R and U are 16 bits");
+
+struct limiter {
+    serex_executor base;
+    serex_executor *target;
+    unsigned max_running;
+    struct serex__op runner; /* what the target runs, once per runner out:
+                                runners are alike, so they share it */
+
+    /* Producers' line: the queue's tail and the producers' words. */
+    _Alignas(SEREX__CACHELINE) struct serex__task *_Atomic tail;
+    _Atomic uint64_t ctl; /* CTL_* | in flight */
+    _Atomic uint64_t st;  /* Q | U | R: see the essay */
+
+    /* The runners' line: the queue's consumer side. */
+    _Alignas(SEREX__CACHELINE) serex__spinlock pop_lock;
+    struct serex__task *head;
+    struct serex__task stub;
+    _Atomic uint64_t started;  /* tasks popped to run; under pop_lock */
+    _Atomic uint64_t taken;    /* handed back or dropped; under pop_lock */
+    _Atomic uint64_t rejected; /* execute calls refused */
+
+    _Atomic uint64_t life; /* runners | DETACHED | generation | waiters */
+};
+
+static struct limiter *limiter_of(serex_executor *ex)
+{
+    return serex__container_of(ex, struct limiter, base);
+}
+
+static struct serex__mpsc_ends limiter_queue(struct limiter *l)
+{
+    return (struct serex__mpsc_ends){&l->tail, &l->head, &l->stub};
+}
+
+/* --- slots and references --- */
+
+/* Q and U reached 0: wake awaiters, if any (see the essay). */
+static void limiter_idle(struct limiter *l)
+{
+    serex__await_notify(&l->life, LIFE_GEN, LIFE_WAITER_SHIFT);
+}
+
+/* A runner is over (run, refused or dropped): its last touch. */
+static void limiter_life_exit(struct limiter *l)
+{
+    /* acq_rel: the last reference frees; every holder's use before it */
+    uint64_t old = atomic_fetch_sub_explicit(&l->life, LIFE_RUNNER,
+                                             memory_order_acq_rel);
+
+    if (LIFE_RUNNERS(old) == 1 && (old & LIFE_DETACHED))
+        serex__free(l);
+}
+
+/* A runner that holds no task leaves without looking at Q (the target
+ * refused or dropped it): the last such to leave tasks stuck says so. */
+static void limiter_release_slot(struct limiter *l)
+{
+    /* acq_rel: a slot changes hands with release-acquire everywhere */
+    uint64_t s = atomic_fetch_sub_explicit(&l->st, ST_R, memory_order_acq_rel) -
+                 ST_R;
+
+    if (ST_RUNNERS(s) == 0 && ST_QUEUED(s) != 0)
+        /* relaxed: BROKEN only makes execute refuse, and destroy drop;
+         * the in-flight drop (execute) or the reference's release
+         * (dropped) that follows orders it for those who act on it */
+        atomic_fetch_or_explicit(&l->ctl, CTL_BROKEN, memory_order_relaxed);
+}
+
+/* --- the runner --- */
+
+/*
+ * Pops the oldest task under pop_lock and counts it as held (Q-1, and
+ * U+1 unless @held: the task before has returned and passes its count
+ * on). NULL if the queue is empty (a counted push may be under way).
+ */
+static struct serex__task *limiter_pop(struct limiter *l, bool held)
+{
+    struct serex__task *t;
+
+    serex__spin_lock(&l->pop_lock);
+    t = serex__mpsc_pop_wait_ends(limiter_queue(l));
+    if (t != NULL) {
+        /* relaxed: see the essay (under pop_lock; never leaves Q and U at
+         * 0; an RMW, so release sequences go on through it) */
+        atomic_fetch_sub_explicit(&l->st, held ? ST_Q : ST_Q - ST_U,
+                                  memory_order_relaxed);
+        serex__stat_add(&l->started, 1);
+    }
+    serex__spin_unlock(&l->pop_lock);
+    return t;
+}
+
+/* The held task has returned: account for it (U-1), keeping the slot. */
+static void limiter_account(struct limiter *l)
+{
+    /* seq_cst: release for the tasks run, and before limiter_idle's
+     * look for waiters (see the essay) */
+    uint64_t s = atomic_fetch_sub_explicit(&l->st, ST_U, memory_order_seq_cst) -
+                 ST_U;
+
+    if (ST_IDLE(s))
+        limiter_idle(l);
+}
+
+/* The queue was empty: leave (R-1, and U-1 if @held) if Q is 0 too.
+ * Returns false if a counted push is under way: pop again. */
+static bool limiter_leave(struct limiter *l, bool held)
+{
+    /* relaxed: a first guess for the CAS */
+    uint64_t old = atomic_load_explicit(&l->st, memory_order_relaxed), s;
+
+    do {
+        if (ST_QUEUED(old) != 0)
+            return false;
+        s = old - ST_R - (held ? ST_U : 0);
+        /* seq_cst: as limiter_account; it also hands the slot over to the
+         * producer that takes it (acquire); failure relaxed: we retry */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &l->st, &old, s, memory_order_seq_cst, memory_order_relaxed));
+    if (ST_IDLE(s))
+        limiter_idle(l);
+    return true;
+}
+
+static void limiter_run(struct serex__op *op)
+{
+    struct limiter *l = serex__container_of(op, struct limiter, runner);
+    struct serex__frame frame;
+    bool held = false;  /* a task we popped is counted in U */
+    unsigned visit = 0; /* tasks run since the target gave us this thread */
+
+    if (l->max_running == 1) /* a serial: a task queued now waits for the
+                                running one (promise 7b) */
+        serex__frame_push_serial(&frame, &l->base, NULL);
+    else
+        serex__frame_push(&frame, &l->base);
+    for (unsigned idle = 0;; idle++) {
+        struct serex__task *t = limiter_pop(l, held);
+
+        if (t != NULL) {
+            serex_fn fn = t->fn;
+            void *arg = t->arg;
+
+            serex__task_free(t); /* before the task: it may queue more */
+            held = true;
+            idle = 0;
+            fn(arg);
+            if (++visit < BATCH)
+                continue;
+            /* A full batch: give the thread back, unless the target
+             * refuses (it is shutting down, say): then keep going here.
+             * Account first: the resubmitted runner may never run. */
+            limiter_account(l);
+            held = false;
+            if (serex__op_submit(l->target, &l->runner) == SEREX_OK) {
+                serex__frame_pop(&frame);
+                return; /* our slot and reference pass to the new visit */
+            }
+            visit = 0;
+        } else if (limiter_leave(l, held)) {
+            break;
+        } else if (idle % 64 == 63) { /* a counted push is under way */
+            serex__thread_yield();
+        } else {
+            serex__cpu_relax();
+        }
+    }
+    serex__frame_pop(&frame);
+    limiter_life_exit(l);
+}
+
+/*
+ * The target took a runner back or dropped it (shutdown_now, a destroy):
+ * it never ran, or accounted for its tasks before its resubmission. Its
+ * slot goes back (the last one out with tasks waiting marks them stuck:
+ * they stay for the limiter's shutdown_now or destroy) and so does its
+ * reference. The runner is not the user's: on_pending never sees it.
+ */
+static void limiter_runner_dropped(struct serex__op *op,
+                                   serex_pending_fn on_pending, void *ctx)
+{
+    struct limiter *l = serex__container_of(op, struct limiter, runner);
+
+    (void)on_pending;
+    (void)ctx;
+    limiter_release_slot(l);
+    limiter_life_exit(l);
+}
+
+static const struct serex__op_class runner_class = {
+    "limiter runner", limiter_run, limiter_runner_dropped};
+
+/* --- starting a runner --- */
+
+/*
+ * The target refused the runner our count took a slot for. If our task is
+ * the only one counted and ours the only runner, take it back (under
+ * pop_lock: our node is the oldest, and a producer that counts after our
+ * CAS queues behind it): the caller reports the refusal and nothing is
+ * queued. Else release the slot: other runners run our task, or none is
+ * left and the tasks are kept (BROKEN). Returns whether ours came back.
+ */
+static bool limiter_refused(struct limiter *l)
+{
+    uint64_t lone = ST_Q + ST_R;
+    struct serex__task *t = NULL;
+
+    serex__spin_lock(&l->pop_lock);
+    /* seq_cst: as every change that may leave Q and U at 0 (see the
+     * essay); our in-flight count keeps awaiters looking meanwhile */
+    if (atomic_compare_exchange_strong_explicit(
+            &l->st, &lone, 0, memory_order_seq_cst, memory_order_relaxed))
+        t = serex__mpsc_pop_wait_ends(limiter_queue(l));
+    serex__spin_unlock(&l->pop_lock);
+    if (t == NULL) {
+        limiter_release_slot(l);
+        return false;
+    }
+    serex__task_free(t);
+    return true;
+}
+
+/* Our count took a slot: submit a runner. Returns the target's refusal if
+ * our task was taken back, else SEREX_OK. */
+static int limiter_start(struct limiter *l)
+{
+    int rc;
+
+    /* relaxed: ordered before the submission, which the target orders */
+    atomic_fetch_add_explicit(&l->life, LIFE_RUNNER, memory_order_relaxed);
+    rc = serex__op_submit(l->target, &l->runner);
+    if (rc == SEREX_OK)
+        return SEREX_OK;
+    limiter_life_exit(l);
+    return limiter_refused(l) ? rc : SEREX_OK;
+}
+
+/* Counts a task in Q, taking a slot if one is free (*start says so).
+ * SEREX_EFULL, with nothing counted, if Q is at its limit. */
+static int limiter_count(struct limiter *l, bool *start)
+{
+    /* relaxed: a first guess for the CAS */
+    uint64_t old = atomic_load_explicit(&l->st, memory_order_relaxed), s;
+
+    do {
+        if (serex__unlikely(ST_QUEUED(old) == ST_QUEUED_MAX))
+            return SEREX_EFULL;
+        *start = ST_RUNNERS(old) < l->max_running;
+        s = old + ST_Q + (*start ? ST_R : 0);
+        /* acquire: a slot freed by a runner's exit (release) comes with
+         * its tasks' writes, before the runner we start (the hand-over of
+         * the essay); failure relaxed: we retry */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &l->st, &old, s, memory_order_acquire, memory_order_relaxed));
+    return SEREX_OK;
+}
+
+/* --- the executor --- */
+
+static int limiter_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct limiter *l = limiter_of(ex);
+    struct serex__task *t = serex__task_new(fn, arg);
+    bool start = false;
+    uint64_t c;
+    int rc;
+
+    if (serex__unlikely(t == NULL))
+        return SEREX_ENOMEM;
+    /* relaxed: the flags and the in-flight count share one modification
+     * order, so shutdown_now either is seen here or waits for us */
+    c = atomic_fetch_add_explicit(&l->ctl, CTL_INFLIGHT, memory_order_relaxed);
+    if (serex__unlikely(c & (CTL_SHUT | CTL_BROKEN))) {
+        rc = SEREX_EREJECTED;
+    } else if ((rc = limiter_count(l, &start)) == SEREX_OK) {
+        serex__mpsc_push_ends(limiter_queue(l), t); /* count, then push */
+        t = NULL;
+        /* Still counted in flight: shutdown_now, and so await and
+         * destroy, wait until the runner we start holds its reference. */
+        if (start)
+            rc = limiter_start(l);
+    }
+    /* release: our count and push before shutdown_now's acquire */
+    atomic_fetch_sub_explicit(&l->ctl, CTL_INFLIGHT, memory_order_release);
+    if (t != NULL)
+        serex__task_free(t);
+    if (serex__unlikely(rc != SEREX_OK)) /* relaxed: a statistic */
+        atomic_fetch_add_explicit(&l->rejected, 1, memory_order_relaxed);
+    return rc;
+}
+
+static void limiter_shutdown(serex_executor *ex)
+{
+    struct limiter *l = limiter_of(ex);
+
+    /* release: nothing but the flag; awaiters re-check after the bump */
+    if (!(atomic_fetch_or_explicit(&l->ctl, CTL_SHUT, memory_order_release) &
+          CTL_SHUT))
+        serex__await_bump(&l->life, LIFE_GEN);
+}
+
+/*
+ * Takes every queued task, in order, as a private list, and subtracts them
+ * from Q under the same hold of pop_lock. The caller set SHUT and STOP.
+ */
+static struct serex__task *limiter_take_all(struct limiter *l, size_t *n)
+{
+    struct serex__task *first = NULL, *last = NULL, *t;
+
+    /* acquire: pairs with the release drop in limiter_execute; at zero
+     * every accepted push is queued and counted in Q */
+    while (atomic_load_explicit(&l->ctl, memory_order_acquire) >= CTL_INFLIGHT)
+        serex__thread_yield();
+    *n = 0;
+    /* One hold of pop_lock for the whole queue: no runner starts a task
+     * behind one we took back (the order promise 2 is about). */
+    serex__spin_lock(&l->pop_lock);
+    while ((t = serex__mpsc_pop_wait_ends(limiter_queue(l))) != NULL) {
+        /* relaxed: the node is ours; the list is private */
+        atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
+        if (last != NULL)
+            atomic_store_explicit(&last->next, t, memory_order_relaxed);
+        else
+            first = t;
+        last = t;
+        ++*n;
+    }
+    serex__stat_add(&l->taken, *n);
+    /* seq_cst: as every change that may leave Q and U at 0 (callers wake
+     * awaiters) */
+    atomic_fetch_sub_explicit(&l->st, (uint64_t)*n * ST_Q,
+                              memory_order_seq_cst);
+    serex__spin_unlock(&l->pop_lock);
+    return first;
+}
+
+static size_t limiter_shutdown_now(serex_executor *ex,
+                                   serex_pending_fn on_pending, void *ctx)
+{
+    struct limiter *l = limiter_of(ex);
+    struct serex__task *list;
+    size_t n;
+
+    /* relaxed: limiter_take_all's acquire wait orders the flags */
+    atomic_fetch_or_explicit(&l->ctl, CTL_SHUT | CTL_STOP,
+                             memory_order_relaxed);
+    list = limiter_take_all(l, &n);
+    serex__await_bump(&l->life, LIFE_GEN);
+    serex__task_hand_back_list(list, on_pending, ctx);
+    return n;
+}
+
+/* Shut down, and every task accepted so far has run or was taken back
+ * (submissions still in flight are looked at by the callers). */
+static enum serex__await_state limiter_state(struct limiter *l)
+{
+    /*
+     * One load decides both: SHUT is set and no execute is in flight (see
+     * serial_state: a producer that passed the flag check before SHUT was
+     * set has left, and counted its task in Q before it left).
+     * seq_cst on st: against limiter_idle (see the essay); it also reads
+     * the end of the release sequences of the runners' U-1, so the tasks'
+     * writes are visible once we report termination.
+     */
+    uint64_t c = atomic_load_explicit(&l->ctl, memory_order_acquire);
+
+    if (!(c & CTL_SHUT))
+        return SEREX__AWAIT_NOT;
+    if (c >= CTL_INFLIGHT)
+        return SEREX__AWAIT_SOON;
+    return ST_IDLE(atomic_load_explicit(&l->st, memory_order_seq_cst))
+               ? SEREX__AWAIT_DONE
+               : SEREX__AWAIT_NOT;
+}
+
+static enum serex__await_state limiter_state_cb(void *l)
+{
+    return limiter_state(l);
+}
+
+static int limiter_await(serex_executor *ex, int64_t timeout_ns)
+{
+    struct limiter *l = limiter_of(ex);
+    const struct serex__await a = {.word = &l->life,
+                                   .waiter = LIFE_WAITER,
+                                   .shift = LIFE_WAITER_SHIFT,
+                                   .waiters_max = LIFE_WAITERS_MAX,
+                                   .state = limiter_state_cb,
+                                   .obj = l};
+
+    return serex__await(&a, timeout_ns);
+}
+
+static bool limiter_broken(serex_executor *ex)
+{
+    /* relaxed: a hint; serex__wrapper_settle looks again after waiting */
+    return atomic_load_explicit(&limiter_of(ex)->ctl, memory_order_relaxed) &
+           CTL_BROKEN;
+}
+
+static void limiter_drop_all(serex_executor *ex)
+{
+    size_t n;
+
+    serex__task_hand_back_list(limiter_take_all(limiter_of(ex), &n), NULL,
+                               NULL);
+}
+
+static void limiter_destroy(serex_executor *ex)
+{
+    struct limiter *l = limiter_of(ex);
+    uint64_t old;
+
+    serex__wrapper_settle(ex, l->target, limiter_broken, limiter_drop_all);
+    /* After a drop, runners the target still runs may be in a task: they
+     * find the queue empty after it and leave (U back to 0). Shut down,
+     * nothing in flight, Q at 0: this wait ends when they return. */
+    (void)limiter_await(ex, SEREX_FOREVER);
+    /* acq_rel: as in limiter_life_exit; the last holder frees */
+    old = atomic_fetch_or_explicit(&l->life, LIFE_DETACHED,
+                                   memory_order_acq_rel);
+    if (LIFE_RUNNERS(old) == 0)
+        serex__free(l);
+}
+
+static void limiter_stats(serex_executor *ex, serex_stats *out)
+{
+    struct limiter *l = limiter_of(ex);
+    /* relaxed (all): a statistic */
+    uint64_t s = atomic_load_explicit(&l->st, memory_order_relaxed);
+    uint64_t started = atomic_load_explicit(&l->started, memory_order_relaxed);
+    uint64_t held = (s >> 16) & 0xffffu;
+
+    /* held tasks are running, or returned and not yet accounted for */
+    out->completed = started > held ? started - held : 0;
+    out->queued = ST_QUEUED(s) + held;
+    out->submitted = started + ST_QUEUED(s) +
+                     atomic_load_explicit(&l->taken, memory_order_relaxed);
+    out->rejected = atomic_load_explicit(&l->rejected, memory_order_relaxed);
+}
+
+/* A limiter waits on its target (promise 7). */
+static bool limiter_waits_on(serex_executor *ex,
+                             bool (*blocks)(serex_executor *))
+{
+    return blocks(limiter_of(ex)->target);
+}
+
+static const struct serex__exec_class limiter_class = {
+    SEREX__CLASS_OPS(limiter_execute, limiter_shutdown, limiter_shutdown_now,
+                     limiter_await),
+    "limiter", limiter_stats, limiter_waits_on, limiter_destroy};
+
+int serex_limiter_create(serex_executor *target, unsigned max_running,
+                         serex_executor **out)
+{
+    struct limiter *l;
+
+    if (out == NULL)
+        return SEREX_EINVAL;
+    *out = NULL;
+    if (target == NULL || target->ops == NULL || max_running == 0 ||
+        max_running > SEREX_LIMITER_MAX_RUNNING)
+        return SEREX_EINVAL;
+    l = serex__calloc_aligned(SEREX__CACHELINE, sizeof *l);
+    if (l == NULL)
+        return SEREX_ENOMEM;
+    l->base.ops = &limiter_class.ops;
+    l->runner.cls = &runner_class;
+    l->target = target;
+    l->max_running = max_running;
+    serex__mpsc_init_ends(limiter_queue(l));
+    *out = &l->base;
+    return SEREX_OK;
+}
