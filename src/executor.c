@@ -1,8 +1,60 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * executor.c - status strings, the generic serex_* calls that check their
- * arguments once and dispatch through the vtable, and the per-thread frames
- * that let await and destroy detect a wait on the calling task itself.
+ * arguments once and dispatch through the vtable, the per-thread frames
+ * that let await and destroy detect a wait on the calling task itself, and
+ * the room signal that serex_execute_wait parks on.
+ *
+ * --- Waiting for room, demystified ---
+ * Two words serve every executor in the process: `waiters`, the threads in
+ * serex_execute_wait counted for a signal, and `gen`, a generation they
+ * park on (park_internal.h). A bounded executor that signals room
+ * (serial, striped, the pool) keeps the rules of executor_internal.h:
+ *
+ *   waiter: try; EFULL, signalled: waiters++ (seq_cst), then in a loop:
+ *             g = gen (acquire); try (its look at the count: seq_cst);
+ *             EFULL: park while gen == g, until the deadline
+ *   freer:  count -= 1 (seq_cst RMW, the place is free);
+ *             if (waiters != 0 (seq_cst load)) { gen++ (release); wake all }
+ *
+ * Why a freed place is never lost: each side writes its own word and then
+ * reads the other's (the Dekker, or store-buffering, pattern), and all four
+ * operations are seq_cst, so they fall in one total order S. If the freer's
+ * load of `waiters` misses the waiter, that load precedes the waiter's
+ * increment in S, so the free precedes the waiter's look at the count: the
+ * try sees the free. It may still say EFULL if another producer took the
+ * place first (that is who wins the race, see serial.c); then the waiter
+ * parks, and that producer's task frees a place again later in the
+ * count's modification order, so after the waiter's look in S, and that
+ * freer's load of `waiters` sees the waiter. If the freer sees the waiter,
+ * it bumps `gen` after its free: a waiter whose g was read before the bump
+ * returns from park at once (the parking lot re-reads gen under its bucket
+ * lock, so a bump before the sleep is seen and one after finds it asleep);
+ * a waiter that read g after the bump read it with acquire from the
+ * release RMW (or a later one of its release sequence), so the free
+ * happens-before its next try, which sees it. gen is 32 bits: it would
+ * take 2^32 bumps between a waiter's read and its park to fool it.
+ * A change that is not a freed place but ends a wait (shutdown, a wrapper
+ * broken by its target's refusal: the next try says SEREX_EREJECTED) bumps
+ * `gen` without looking at `waiters` (serex__room_wake): such changes
+ * are rare (shutdown, shutdown_now, a refusal that breaks a wrapper), and
+ * the flag each sets happens-before any try that reads the bumped
+ * generation, while a waiter that read an older one returns from park.
+ * Spurious wake-ups are harmless: waiters retry.
+ *
+ * Which SEREX_EFULL is signalled: a thread-local flag, cleared before each
+ * try and set by serex__room_full on the refusing path of an executor that
+ * keeps the rules. A wrapper passes on what its target said, flag
+ * included: a serial over a bounded pool is signalled when the pool is. A
+ * try that says SEREX_EFULL without the flag (an executor a user wrote, a
+ * target with no signal) is retried after growing sleeps, 1 us doubling to
+ * at most 1 ms, and the waiter does not count itself for it.
+ *
+ * The cost: an unbounded executor pays nothing; a bounded one, with nobody
+ * waiting, one seq_cst load of a line that nobody writes per freed place.
+ * While anyone waits, every freed place in the process bumps `gen` and
+ * wakes every waiter, each of which tries once more: the price of one
+ * pair of words for all executors, fine where waiting is the exception.
  */
 #include <string.h> /* memset */
 
@@ -10,6 +62,11 @@
 #include "executor_internal.h"
 #include "exec_class_internal.h"
 #include "op_internal.h"
+#include "park_internal.h"
+#include "thread_internal.h"
+
+#define ROOM_NAP_MIN_NS INT64_C(1000)    /* unsignalled retries: 1 us ... */
+#define ROOM_NAP_MAX_NS INT64_C(1000000) /* ... doubling up to 1 ms */
 
 const char *serex_strerror(int status)
 {
@@ -104,6 +161,110 @@ bool serex__frame_behind(serex_executor *ex, const uint64_t *key)
     return false;
 }
 
+/* --- room: serex_execute_wait (see the essay at the top) --- */
+
+static struct {
+    /* threads in serex_execute_wait counted for a signal; written by
+     * them (seq_cst in, relaxed out), read by every freer */
+    _Alignas(SEREX__CACHELINE) _Atomic uint32_t waiters;
+    /* bumped by room_bump; waiters park on it */
+    _Alignas(SEREX__CACHELINE) _Atomic uint32_t gen;
+} room;
+
+/* The last try's SEREX_EFULL came with serex__room_full. */
+static SEREX__THREAD_LOCAL bool room_signalled;
+
+void serex__room_full(void)
+{
+    room_signalled = true;
+}
+
+static void room_bump(void)
+{
+    /* release: the freed place (or the shutdown) before the try of a
+     * waiter that reads this generation (acquire, in room_wait) */
+    atomic_fetch_add_explicit(&room.gen, 1, memory_order_release);
+    serex__park_wake_all(&room.gen);
+}
+
+void serex__room_made(void)
+{
+    /* seq_cst: after the caller's seq_cst free of a place; pairs with the
+     * seq_cst count in room_wait: one of the two sees the other */
+    if (atomic_load_explicit(&room.waiters, memory_order_seq_cst) != 0)
+        room_bump();
+}
+
+void serex__room_wake(void)
+{
+    room_bump();
+}
+
+/* Sleeps until @until (monotonic): nobody changes the word. */
+static void room_nap(int64_t until)
+{
+    _Atomic uint32_t never = 0;
+
+    while (serex__park_wait(&never, 0, until) != SEREX_ETIMEDOUT)
+        ; /* another word's wake-up shares the bucket: sleep on */
+}
+
+/* The last try said SEREX_EFULL: wait and try again until it says
+ * anything else or @deadline passes. */
+static int room_wait(int (*try_fn)(void *), void *ctx, int64_t deadline)
+{
+    int64_t nap = ROOM_NAP_MIN_NS;
+    bool counted = false;
+    uint32_t g = 0;
+    int rc = SEREX_EFULL;
+
+    while (rc == SEREX_EFULL) {
+        int64_t now = serex__now_ns();
+
+        if (now >= deadline) {
+            rc = SEREX_ETIMEDOUT;
+            break;
+        }
+        if (!room_signalled) { /* no signal will come: sleep, then retry */
+            room_nap(deadline - now > nap ? now + nap : deadline);
+            nap = nap < ROOM_NAP_MAX_NS / 2 ? nap * 2 : ROOM_NAP_MAX_NS;
+        } else if (!counted) {
+            /* seq_cst: counted before the try below looks for room, so
+             * either it sees a place freed before, or that place's freer
+             * sees us (serex__room_made). Not parking yet: only a try made
+             * after counting may send us to sleep. */
+            atomic_fetch_add_explicit(&room.waiters, 1, memory_order_seq_cst);
+            counted = true;
+        } else {
+            serex__park_wait(&room.gen, g, deadline);
+        }
+        /* acquire: pairs with room_bump's release; a bump seen here brings
+         * the place it announced to the try below */
+        g = atomic_load_explicit(&room.gen, memory_order_acquire);
+        room_signalled = false;
+        rc = try_fn(ctx);
+    }
+    if (counted) /* relaxed: leaving only stops wake-ups meant for us */
+        atomic_fetch_sub_explicit(&room.waiters, 1, memory_order_relaxed);
+    return rc;
+}
+
+int serex__execute_wait(serex_executor *ex, int (*try_fn)(void *ctx), void *ctx,
+                        int64_t timeout_ns)
+{
+    int rc;
+
+    room_signalled = false;
+    rc = try_fn(ctx);
+    if (rc != SEREX_EFULL)
+        return rc;
+    if (serex__frame_blocks(ex))
+        return SEREX_EDEADLK; /* the room may come only once we return */
+    if (timeout_ns == 0)
+        return SEREX_ETIMEDOUT;
+    return room_wait(try_fn, ctx, serex__deadline(timeout_ns));
+}
+
 /* --- internal operations and classes --- */
 
 void serex__op_run(void *arg)
@@ -142,6 +303,29 @@ int serex_execute(serex_executor *ex, serex_fn fn, void *arg)
     if (!executor_valid(ex) || fn == NULL)
         return SEREX_EINVAL;
     return ex->ops->execute(ex, fn, arg);
+}
+
+struct execute_call {
+    serex_executor *ex;
+    serex_fn fn;
+    void *arg;
+};
+
+static int execute_call_try(void *ctx)
+{
+    struct execute_call *c = ctx;
+
+    return c->ex->ops->execute(c->ex, c->fn, c->arg);
+}
+
+int serex_execute_wait(serex_executor *ex, serex_fn fn, void *arg,
+                       int64_t timeout_ns)
+{
+    struct execute_call c = {ex, fn, arg};
+
+    if (!executor_valid(ex) || fn == NULL || !serex__timeout_valid(timeout_ns))
+        return SEREX_EINVAL;
+    return serex__execute_wait(ex, execute_call_try, &c, timeout_ns);
 }
 
 void serex_shutdown(serex_executor *ex)
@@ -217,5 +401,7 @@ int serex_executor_stats(serex_executor *ex, serex_stats *out)
         return SEREX_EINVAL; /* a user's executor keeps no stats */
     memset(out, 0, sizeof *out);
     cls->stats(ex, out);
+    if (out->name == NULL) /* the kind's own name: "manual", ... */
+        out->name = cls->name;
     return SEREX_OK;
 }

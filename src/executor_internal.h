@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * executor_internal.h - what executor.c gives the executors built on it:
- * the per-thread frames behind SEREX_EDEADLK, and the generic hand-back of
- * a task taken back by shutdown_now or a destroy.
+ * the per-thread frames behind SEREX_EDEADLK, the room signal behind
+ * serex_execute_wait, and the generic hand-back of a task taken back by
+ * shutdown_now or a destroy.
  */
 #ifndef SEREX_EXECUTOR_INTERNAL_H
 #define SEREX_EXECUTOR_INTERNAL_H
@@ -41,6 +42,33 @@ int serex__frame_blocks(serex_executor *ex);
  * (and key). serex_future_wait's SEREX_EDEADLK (promise 7b).
  */
 bool serex__frame_behind(serex_executor *ex, const uint64_t *key);
+
+/*
+ * Room for serex_execute_wait (the protocol: executor.c). An executor
+ * whose execute may say SEREX_EFULL for want of room, and that signals
+ * room, keeps three rules:
+ *  - on the refusing path, just before it returns SEREX_EFULL, it calls
+ *    serex__room_full(): the waiter may then park rather than poll;
+ *  - its execute looks for room with a seq_cst load or RMW of its count,
+ *    and each place it frees is a seq_cst RMW of that count, followed by
+ *    serex__room_made() (which costs one load while nobody waits);
+ *  - after a change that makes a retried execute say something else
+ *    without a place being freed (shutdown; a refusal by its target that
+ *    leaves it refusing everything), it calls serex__room_wake().
+ */
+void serex__room_full(void);
+void serex__room_made(void);
+void serex__room_wake(void);
+
+/*
+ * serex_execute_wait for any call that may say SEREX_EFULL: tries
+ * @try_fn(@ctx) until it says something else or @timeout_ns (checked by
+ * the caller) runs out (SEREX_ETIMEDOUT). SEREX_EDEADLK, instead of
+ * waiting, when the calling thread runs a task of @ex or of what @ex runs
+ * on (serex__frame_blocks).
+ */
+int serex__execute_wait(serex_executor *ex, int (*try_fn)(void *ctx), void *ctx,
+                        int64_t timeout_ns);
 
 /*
  * Hands back or drops one task taken back by shutdown_now or a destroy:

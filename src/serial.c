@@ -79,6 +79,43 @@
  * a drain costs no system call. Termination is judged from one load of
  * `ctl` (SHUT, and no execute in flight), then `wip` (serial_state).
  *
+ * --- A bounded serial: the waiting count ---
+ * With queue_capacity set (`capacity`), `waiting` counts the places taken:
+ * tasks accepted and not started. A producer takes a place after its flag
+ * check (a serial shut down says SEREX_EREJECTED, not SEREX_EFULL) and
+ * before it counts its task in `wip` and pushes it; the drain frees the
+ * place of each task it pops, after the pop and before the task runs (so
+ * a task may submit to its own full serial: its own place is free);
+ * shutdown_now (and destroy) frees the places of the tasks it takes back,
+ * and serial_refused the place of the task it gives back. Nothing else in
+ * the drain protocol looks at `waiting`, so the argument above stands.
+ *
+ *   producer: w = waiting; while (w < capacity) CAS(w -> w + 1): placed;
+ *             w >= capacity: SEREX_EFULL, nothing counted or queued.
+ *   drain:    pop; waiting -= 1; serex__room_made(); run the task.
+ *
+ * Why the cap is never exceeded: `waiting` only grows by a CAS from w to
+ * w + 1 with w < capacity, so it never passes `capacity`; and it is never
+ * below the tasks in the queue (a place is taken before the push and freed
+ * after the pop), so neither are they. Who wins the race at the cap: the
+ * count's modification order. Two producers, one place left: both load
+ * capacity - 1, the first CAS wins, the second fails, reloads `capacity`
+ * and says SEREX_EFULL. A producer and the drain: a producer whose load
+ * (or failed CAS) comes before the drain's decrement sees the cap and
+ * says SEREX_EFULL; one that comes after takes the freed place. So a
+ * producer is refused only while every place is taken: the cap is exact.
+ * Why a freed place is never lost: the producer's load and CAS and every
+ * decrement are seq_cst, and each decrement is followed by
+ * serex__room_made, whose seq_cst load of the waiter count pairs with a
+ * waiter counting itself before its try: either that try sees the place,
+ * or the freer sees the waiter and wakes it (executor.c's essay has the
+ * argument). A refusal at the cap calls serex__room_full, so
+ * serex_execute_wait parks rather than polls; shutdown, shutdown_now and
+ * BROKEN call serex__room_wake, so a waiter retries and hears
+ * SEREX_EREJECTED. An unbounded serial never touches `waiting`: it pays one
+ * predictable branch in execute and one per drain round. The spin model
+ * checks this too (tests/model: CAP, and a waiter in serex_execute_wait).
+ *
  * --- Checked by a model ---
  * tests/model/serial_drain.pml is this protocol in Promela, one model step
  * per atomic step here (the MPSC exchange and link apart), and
@@ -94,6 +131,8 @@
  * faults fixed in serial_state (two loads) and serial_drain (a batch per
  * round, not per visit); its mutations show each check can fail.
  */
+
+#include <string.h> /* strlen, memcpy: the name */
 
 #include "alloc_internal.h"
 #include "await_internal.h"
@@ -125,6 +164,7 @@ struct serial {
     serex_executor base;
     serex_executor *target;
     unsigned batch;
+    size_t capacity;        /* queue_capacity; 0: unbounded, no `waiting` */
     struct serex__op drain; /* what the target runs: one drain at a time */
 
     /* Producers' line: the queue's tail and the producers' counters. */
@@ -141,6 +181,12 @@ struct serial {
     _Atomic uint64_t rejected;  /* execute calls refused */
 
     _Atomic uint64_t life;  /* drains | DETACHED | generation | waiters */
+
+    /* Bounded serials only: places taken (see the essay). Producers and
+     * the drain both write it once a task: a line of its own. */
+    _Alignas(SEREX__CACHELINE) _Atomic uint64_t waiting;
+
+    char name[]; /* serex_stats' name, copied at create */
 };
 
 static struct serial *serial_of(serex_executor *ex)
@@ -151,6 +197,61 @@ static struct serial *serial_of(serex_executor *ex)
 static struct serex__mpsc_ends serial_queue(struct serial *s)
 {
     return (struct serex__mpsc_ends){&s->tail, &s->head, &s->stub};
+}
+
+/* --- the waiting count of a bounded serial (see the essay) --- */
+
+/* Takes a place for a task, if one is free. */
+static bool serial_take_place(struct serial *s)
+{
+    /* seq_cst: the look for room that a waiter's count comes before,
+     * against the seq_cst free in serial_give_back (executor.c's essay) */
+    uint64_t w = atomic_load_explicit(&s->waiting, memory_order_seq_cst);
+
+    while (w < s->capacity)
+        /* seq_cst: as the load; a failure reloads w, the same look */
+        if (atomic_compare_exchange_weak_explicit(&s->waiting, &w, w + 1,
+                                                  memory_order_seq_cst,
+                                                  memory_order_seq_cst))
+            return true;
+    return false;
+}
+
+/* Frees @n places: tasks popped, taken back or given back. */
+static void serial_give_back(struct serial *s, uint64_t n)
+{
+    /* seq_cst: the free that a waiter's look sees, or whose
+     * serex__room_made sees the waiter (executor.c's essay) */
+    atomic_fetch_sub_explicit(&s->waiting, n, memory_order_seq_cst);
+    serex__room_made();
+}
+
+/*
+ * serex__mpsc_run for a bounded serial: each task's place is freed when it
+ * leaves the queue, before it runs. Returns how many ran.
+ */
+static unsigned serial_run_bounded(struct serial *s, unsigned max)
+{
+    unsigned ran = 0;
+
+    while (ran < max) {
+        struct serex__task *t;
+        serex_fn fn;
+        void *arg;
+
+        serex__spin_lock(&s->pop_lock);
+        t = serex__mpsc_pop_wait_ends(serial_queue(s));
+        serex__spin_unlock(&s->pop_lock);
+        if (t == NULL)
+            break;
+        serial_give_back(s, 1);
+        fn = t->fn;
+        arg = t->arg;
+        serex__task_free(t);
+        fn(arg);
+        ran++;
+    }
+    return ran;
 }
 
 /* --- the drain --- */
@@ -183,8 +284,10 @@ static void serial_drain(struct serex__op *op)
      * the thread back, so the count carries over: at most `batch` tasks a
      * visit (promise 4; the spin model found the overrun without it). */
     for (unsigned idle = 0, visit = 0;; idle++) {
-        unsigned ran = serex__mpsc_run(serial_queue(s), &s->pop_lock,
-                                       s->batch - visit);
+        unsigned ran = s->capacity != 0
+                           ? serial_run_bounded(s, s->batch - visit)
+                           : serex__mpsc_run(serial_queue(s), &s->pop_lock,
+                                             s->batch - visit);
         /* before the hand-over below: the next drain's add follows ours */
         serex__stat_add(&s->completed, ran);
         /* seq_cst: the hand-over to the next drain needs acq_rel (see the
@@ -241,9 +344,12 @@ static bool serial_refused(struct serial *s)
          * caller's release drop of its in-flight count publishes it to
          * shutdown_now and destroy */
         atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+        serex__room_wake(); /* waiters retry: SEREX_EREJECTED now */
         return false;
     }
     serex__task_free(t);
+    if (s->capacity != 0)
+        serial_give_back(s, 1); /* nothing queued: its place is free */
     return true;
 }
 
@@ -263,6 +369,18 @@ static int serial_start_drain(struct serial *s)
 }
 
 /* --- the executor --- */
+
+/* A bounded serial at its cap: @t is not queued (see the essay). */
+static int serial_full(struct serial *s, struct serex__task *t)
+{
+    /* relaxed: we queued nothing, so there is nothing to publish */
+    atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_relaxed);
+    serex__task_free(t);
+    /* relaxed: a statistic, on the refusing path only */
+    atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
+    serex__room_full(); /* our frees call serex__room_made */
+    return SEREX_EFULL;
+}
 
 static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
 {
@@ -284,6 +402,8 @@ static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
         atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
         return SEREX_EREJECTED;
     }
+    if (s->capacity != 0 && !serial_take_place(s))
+        return serial_full(s, t);
     /* acq_rel: see the essay (the 0 -> 1 hand-over; count, then push) */
     first = atomic_fetch_add_explicit(&s->wip, 1, memory_order_acq_rel) == 0;
     serex__mpsc_push_ends(serial_queue(s), t);
@@ -303,8 +423,10 @@ static void serial_shutdown(serex_executor *ex)
 
     /* release: nothing but the flag; awaiters re-check after the bump */
     if (!(atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_release) &
-          CTL_SHUT))
+          CTL_SHUT)) {
         serex__await_bump(&s->life, LIFE_GEN);
+        serex__room_wake(); /* waiters for room retry: SEREX_EREJECTED */
+    }
 }
 
 /*
@@ -336,6 +458,8 @@ static struct serex__task *serial_take_all(struct serial *s, size_t *n)
     }
     serex__stat_add(&s->taken, *n);
     serex__spin_unlock(&s->pop_lock);
+    if (s->capacity != 0 && *n != 0)
+        serial_give_back(s, *n);
     /* seq_cst: as the drain's decrement (callers wake awaiters) */
     atomic_fetch_sub_explicit(&s->wip, *n, memory_order_seq_cst);
     return first;
@@ -353,6 +477,7 @@ static size_t serial_shutdown_now(serex_executor *ex,
                              memory_order_relaxed);
     list = serial_take_all(s, &n);
     serex__await_bump(&s->life, LIFE_GEN);
+    serex__room_wake(); /* waiters for room retry: SEREX_EREJECTED */
     serex__task_hand_back_list(list, on_pending, ctx);
     return n;
 }
@@ -446,6 +571,7 @@ static void serial_drain_dropped(struct serex__op *op,
      * queued; the drain's exit below (acq_rel) orders it for the last
      * reference's holder */
     atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+    serex__room_wake(); /* waiters for room retry: SEREX_EREJECTED */
     serial_drain_exit(s);
 }
 
@@ -463,6 +589,7 @@ static void serial_stats(serex_executor *ex, serex_stats *out)
     out->submitted = out->completed + out->queued +
                      atomic_load_explicit(&s->taken, memory_order_relaxed);
     out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
+    out->name = s->name;
 }
 
 /* A serial waits on its target (promise 7). */
@@ -481,20 +608,27 @@ static const struct serex__exec_class serial_class = {
 int serex_serial_create(serex_executor *target, const serex_serial_config *cfg,
                         serex_executor **out)
 {
+    const char *name = "serial";
     struct serial *s;
+    size_t len;
 
     if (out == NULL)
         return SEREX_EINVAL;
     *out = NULL;
     if (target == NULL || target->ops == NULL)
         return SEREX_EINVAL;
-    s = serex__calloc_aligned(SEREX__CACHELINE, sizeof *s);
+    if (cfg != NULL && cfg->name != NULL && cfg->name[0] != '\0')
+        name = cfg->name;
+    len = strlen(name);
+    s = serex__calloc_aligned(SEREX__CACHELINE, sizeof *s + len + 1);
     if (s == NULL)
         return SEREX_ENOMEM;
     s->base.ops = &serial_class.ops;
     s->drain.cls = &drain_class;
     s->target = target;
     s->batch = cfg != NULL && cfg->batch != 0 ? cfg->batch : DEFAULT_BATCH;
+    s->capacity = cfg != NULL ? cfg->queue_capacity : 0;
+    memcpy(s->name, name, len + 1);
     serex__mpsc_init_ends(serial_queue(s));
     *out = &s->base;
     return SEREX_OK;

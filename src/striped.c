@@ -72,8 +72,34 @@
  * Exactly one row applies to a lane: `unlinked` and `broken` are set only
  * under the shard lock, by the one party that still holds the lane, and
  * each row's freer is the last to touch it.
+ *
+ * --- Capacities: the waiting counts ---
+ * queue_capacity caps the tasks waiting (accepted, not started) in all
+ * lanes together, counted in the striped's `waiting`; lane_capacity caps
+ * those of one lane, counted in the lane's `waiting`. Each count is kept
+ * only when its cap is set. A place is taken in striped_push, under the
+ * shard lock, after the flag check and before the push: first the lane's
+ * (its count is read and raised under the shard lock, which every
+ * producer of the key holds, so producers never race on it; only the
+ * drain's decrements do, and an RMW never loses one), then the striped's
+ * (a CAS from w to w + 1 with w < capacity, as serial.c's count: racing
+ * producers of all shards meet there, and the modification order decides
+ * who wins the last place; the loser says SEREX_EFULL). A new key's lane
+ * is made only once both places are taken, so a refusal leaves no lane
+ * behind; if making it fails, the striped's place is given back. The
+ * drain frees a task's places as it pops it, before it runs; shutdown_now
+ * frees those of the tasks it takes back, lane_refused that of the task it
+ * undoes. Neither count ever passes its cap (a place is taken only below
+ * the cap) or falls below the tasks queued under it (taken before the push,
+ * freed after the pop): the caps are exact. As in serial.c, every look for
+ * room is a seq_cst load (or CAS) and every free a seq_cst RMW followed by
+ * serex__room_made, so a waiter in serex_execute_wait either sees the
+ * place or is woken; a refusal at a cap calls serex__room_full; shutdown,
+ * shutdown_now and BROKEN call serex__room_wake. A striped with no cap
+ * touches no count: it tests `bounded` and `lane_capacity` (both false
+ * then) in each push, and `bounded` once per drain round.
  */
-#include <string.h> /* memset */
+#include <string.h> /* memset; strlen, memcpy: the name */
 
 #include "alloc_internal.h"
 #include "await_internal.h"
@@ -118,6 +144,7 @@ struct lane {
     /* Producers' line. */
     _Alignas(SEREX__CACHELINE) struct serex__task *_Atomic tail;
     _Atomic uint64_t wip;   /* pushed and not yet accounted for */
+    _Atomic uint64_t waiting; /* lane_capacity only: places taken */
     struct serex__op drain; /* what the target runs: the lane's drain */
     struct lane *next;      /* the shard's chain, under its lock */
     uint64_t key;
@@ -154,11 +181,21 @@ struct serex_striped {
     serex_executor face;    /* the life-cycle face; keyless execute */
     serex_executor *target;
     unsigned batch;
+
+    /* The capacities (read-only; see the essay). */
+    bool bounded;         /* either set: the drain frees places */
+    size_t capacity;      /* queue_capacity: all lanes; 0: no cap */
+    size_t lane_capacity; /* per lane; 0: no cap */
+
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t ctl; /* CTL_* | in flight */
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t life; /* see the essay */
     _Atomic uint64_t remaining; /* after destroy: shards with refs, + 1 */
     _Atomic uint64_t rejected;  /* execute calls refused */
+    /* queue_capacity only: places taken in all lanes (see the essay);
+     * every producer and drain writes it: a line of its own */
+    _Alignas(SEREX__CACHELINE) _Atomic uint64_t waiting;
     struct stripe_shard shards[SHARDS];
+    char name[]; /* serex_stats' name, copied at create */
 };
 
 /* A keyless task, counted in `life` while it is the target's. */
@@ -368,6 +405,42 @@ static void keyless_unref(struct serex_striped *s)
         striped_free(s);
 }
 
+/* --- the waiting counts (see the essay) --- */
+
+/* Takes a place in the striped's count, if one is free. */
+static bool striped_take_place(struct serex_striped *s)
+{
+    /* seq_cst: the look for room that a waiter's count comes before,
+     * against the seq_cst free in striped_give_back (executor.c) */
+    uint64_t w = atomic_load_explicit(&s->waiting, memory_order_seq_cst);
+
+    while (w < s->capacity)
+        /* seq_cst: as the load; a failure reloads w, the same look */
+        if (atomic_compare_exchange_weak_explicit(&s->waiting, &w, w + 1,
+                                                  memory_order_seq_cst,
+                                                  memory_order_seq_cst))
+            return true;
+    return false;
+}
+
+/* Frees @n places of @l's count (lane_capacity set). */
+static void lane_give_back(struct lane *l, uint64_t n)
+{
+    /* seq_cst: the free that a waiter's look sees, or whose
+     * serex__room_made (which follows) sees the waiter (executor.c) */
+    atomic_fetch_sub_explicit(&l->waiting, n, memory_order_seq_cst);
+}
+
+/* Frees @n places of the striped's count, if it keeps one, after those of
+ * their lanes; then tells waiters for room. A bounded striped only. */
+static void striped_give_back(struct serex_striped *s, uint64_t n)
+{
+    if (s->capacity != 0)
+        /* seq_cst: as in lane_give_back */
+        atomic_fetch_sub_explicit(&s->waiting, n, memory_order_seq_cst);
+    serex__room_made();
+}
+
 /* --- the lane drain --- */
 
 
@@ -401,6 +474,37 @@ static bool lane_settle(struct serex_striped *s, struct lane *l, unsigned ran,
     return over;
 }
 
+/*
+ * serex__mpsc_run for a bounded striped: each task's places are freed when
+ * it leaves the queue, before it runs. Returns how many ran.
+ */
+static unsigned lane_run_bounded(struct serex_striped *s, struct lane *l,
+                                 unsigned max)
+{
+    unsigned ran = 0;
+
+    while (ran < max) {
+        struct serex__task *t;
+        serex_fn fn;
+        void *arg;
+
+        serex__spin_lock(&l->pop_lock);
+        t = serex__mpsc_pop_wait_ends(lane_queue(l));
+        serex__spin_unlock(&l->pop_lock);
+        if (t == NULL)
+            break;
+        if (s->lane_capacity != 0)
+            lane_give_back(l, 1);
+        striped_give_back(s, 1);
+        fn = t->fn;
+        arg = t->arg;
+        serex__task_free(t);
+        fn(arg);
+        ran++;
+    }
+    return ran;
+}
+
 static void lane_drain(struct serex__op *op)
 {
     struct lane *l = serex__container_of(op, struct lane, drain);
@@ -414,8 +518,9 @@ static void lane_drain(struct serex__op *op)
      * the thread back, so the count carries over rounds: at most `batch`
      * a visit (promise 4; the serial's spin model found the same case). */
     for (unsigned visit = 0;;) {
-        unsigned ran = serex__mpsc_run(lane_queue(l), &l->pop_lock,
-                                       s->batch - visit);
+        unsigned ran = s->bounded ? lane_run_bounded(s, l, s->batch - visit)
+                                  : serex__mpsc_run(lane_queue(l), &l->pop_lock,
+                                                    s->batch - visit);
 
         if (lane_settle(s, l, ran, &last))
             break; /* our reference is gone: no more touches of s */
@@ -461,11 +566,14 @@ static bool lane_refused(struct serex_striped *s, struct lane *l, uint64_t hash)
     serex__spin_unlock(&sh->lock);
     if (undo) {
         serex__task_free(t);
-        lane_free(l);
+        lane_free(l); /* its count goes with it */
+        if (s->bounded)
+            striped_give_back(s, 1); /* nothing queued: its place is free */
     } else {
         /* relaxed: BROKEN only makes execute refuse and destroy drop;
          * l->broken, under the shard lock, is what shutdown_now reads */
         atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+        serex__room_wake(); /* waiters for room retry: SEREX_EREJECTED */
     }
     return undo;
 }
@@ -502,7 +610,26 @@ static void striped_leave(struct serex_striped *s)
     atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_release);
 }
 
-/* Queues @t on @key's lane; true if the lane needs a drain started. */
+/*
+ * Room for a task in the lane @l (NULL: the key has none yet, so room) and
+ * in the striped, under the shard lock: SEREX_OK with the striped's place
+ * taken (the caller raises the lane's count once the lane exists), or
+ * SEREX_EFULL with nothing taken.
+ */
+static int striped_take_places(struct serex_striped *s, struct lane *l)
+{
+    /* seq_cst: the look for room, as in striped_take_place; only the
+     * drain's decrements race with it (we hold the shard lock) */
+    if (l != NULL && s->lane_capacity != 0 &&
+        atomic_load_explicit(&l->waiting, memory_order_seq_cst) >=
+            s->lane_capacity)
+        return SEREX_EFULL;
+    if (s->capacity != 0 && !striped_take_place(s))
+        return SEREX_EFULL;
+    return SEREX_OK;
+}
+
+/* Queues @t on @key's lane; *@lane is set if it needs a drain started. */
 static int striped_push(struct serex_striped *s, uint64_t key, uint64_t hash,
                         struct serex__task *t, struct lane **lane)
 {
@@ -522,10 +649,22 @@ static int striped_push(struct serex_striped *s, uint64_t key, uint64_t hash,
         return SEREX_EREJECTED;
     }
     l = shard_find(sh, hash, key);
+    if (s->bounded && striped_take_places(s, l) != SEREX_OK) {
+        serex__spin_unlock(&sh->lock);
+        serex__room_full(); /* our frees call serex__room_made */
+        return SEREX_EFULL;
+    }
     if (l == NULL && (l = lane_new(s, sh, hash, key)) == NULL) {
         serex__spin_unlock(&sh->lock);
+        if (s->bounded)
+            striped_give_back(s, 1); /* the striped's place: no lane */
         return SEREX_ENOMEM;
     }
+    if (s->lane_capacity != 0)
+        /* relaxed: under the shard lock, which every producer of this
+         * lane holds to look and add; only the drain's RMWs race with
+         * it, and no RMW is lost, so the count stays within the cap */
+        atomic_fetch_add_explicit(&l->waiting, 1, memory_order_relaxed);
     serex__mpsc_push_ends(lane_queue(l), t);
     sh->submitted++;
     /* acq_rel: the 0 -> 1 hand-over (see serial.c) */
@@ -560,6 +699,30 @@ int serex_striped_execute(serex_striped *s, uint64_t key, serex_fn fn,
         /* relaxed: a statistic, on the refusing path only */
         atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
     return rc;
+}
+
+struct striped_call {
+    serex_striped *s;
+    uint64_t key;
+    serex_fn fn;
+    void *arg;
+};
+
+static int striped_call_try(void *ctx)
+{
+    struct striped_call *c = ctx;
+
+    return serex_striped_execute(c->s, c->key, c->fn, c->arg);
+}
+
+int serex_striped_execute_wait(serex_striped *s, uint64_t key, serex_fn fn,
+                               void *arg, int64_t timeout_ns)
+{
+    struct striped_call c = {s, key, fn, arg};
+
+    if (s == NULL || fn == NULL || !serex__timeout_valid(timeout_ns))
+        return SEREX_EINVAL;
+    return serex__execute_wait(&s->face, striped_call_try, &c, timeout_ns);
 }
 
 int serex_striped_submit(serex_striped *s, uint64_t key, serex_call_fn fn,
@@ -638,6 +801,7 @@ static void striped_shutdown(serex_executor *ex)
         CTL_SHUT)
         return; /* a second shutdown changes nothing */
     serex__await_bump(&s->life, LIFE_GEN); /* the flag before a re-check */
+    serex__room_wake(); /* waiters for room retry: SEREX_EREJECTED */
 }
 
 /*
@@ -669,7 +833,7 @@ static size_t lane_take_all(struct lane *l, struct serex__task ***tail)
  * freed by that drain; one whose drain the target refused, here. Under
  * the shard lock.
  */
-static size_t shard_take_all(struct stripe_shard *sh,
+static size_t shard_take_all(struct serex_striped *s, struct stripe_shard *sh,
                              struct serex__task ***tail, struct lane **dead,
                              uint64_t *emptied)
 {
@@ -681,6 +845,9 @@ static size_t shard_take_all(struct stripe_shard *sh,
         while (*pl != NULL) {
             struct lane *l = *pl;
             size_t n = lane_take_all(l, tail);
+
+            if (s->lane_capacity != 0 && n != 0)
+                lane_give_back(l, n);
             /* acq_rel: as a drain's decrement */
             uint64_t left = atomic_fetch_sub_explicit(&l->wip, n,
                                                       memory_order_acq_rel) -
@@ -723,7 +890,7 @@ static struct serex__task *striped_take_all(struct serex_striped *s,
     *count = 0;
     for (unsigned i = 0; i < SHARDS; i++) {
         serex__spin_lock(&s->shards[i].lock);
-        *count += shard_take_all(&s->shards[i], &tail, &dead, &emptied);
+        *count += shard_take_all(s, &s->shards[i], &tail, &dead, &emptied);
         serex__spin_unlock(&s->shards[i].lock);
     }
     while (dead != NULL) {
@@ -732,6 +899,8 @@ static struct serex__task *striped_take_all(struct serex_striped *s,
         lane_free(dead);
         dead = next;
     }
+    if (s->bounded && *count != 0)
+        striped_give_back(s, *count); /* the lanes' counts: done above */
     if (emptied != 0)
         striped_notify(s);
     return first;
@@ -751,6 +920,7 @@ static size_t striped_shutdown_now(serex_executor *ex,
     list = striped_take_all(s, &n); /* each shard lock orders the flags */
     if (!(old & CTL_STOP)) /* once: the generation has 2 bits */
         serex__await_bump(&s->life, LIFE_GEN << 1);
+    serex__room_wake(); /* waiters for room retry: SEREX_EREJECTED */
     serex__task_hand_back_list(list, on_pending, ctx);
     return n;
 }
@@ -876,19 +1046,25 @@ static const struct serex__exec_class striped_class = {
     "striped", striped_stats, striped_waits_on, striped_destroy,
 };
 
-int serex_striped_create(serex_executor *target, const serex_serial_config *cfg,
-                         serex_striped **out)
+int serex_striped_create(serex_executor *target,
+                         const serex_striped_config *cfg, serex_striped **out)
 {
+    const char *name = "striped";
     struct serex_striped *s;
+    size_t len;
 
     if (out == NULL)
         return SEREX_EINVAL;
     *out = NULL;
     if (target == NULL || target->ops == NULL)
         return SEREX_EINVAL;
-    s = serex__calloc_aligned(SEREX__CACHELINE, sizeof *s);
+    if (cfg != NULL && cfg->name != NULL && cfg->name[0] != '\0')
+        name = cfg->name;
+    len = strlen(name);
+    s = serex__calloc_aligned(SEREX__CACHELINE, sizeof *s + len + 1);
     if (s == NULL)
         return SEREX_ENOMEM;
+    memcpy(s->name, name, len + 1);
     for (unsigned i = 0; i < SHARDS; i++) {
         s->shards[i].buckets =
             serex__calloc(BUCKETS_MIN, sizeof(struct lane *));
@@ -901,6 +1077,9 @@ int serex_striped_create(serex_executor *target, const serex_serial_config *cfg,
     s->face.ops = &striped_class.ops;
     s->target = target;
     s->batch = cfg != NULL && cfg->batch != 0 ? cfg->batch : DEFAULT_BATCH;
+    s->capacity = cfg != NULL ? cfg->queue_capacity : 0;
+    s->lane_capacity = cfg != NULL ? cfg->lane_capacity : 0;
+    s->bounded = s->capacity != 0 || s->lane_capacity != 0;
     *out = s;
     return SEREX_OK;
 }
@@ -940,6 +1119,7 @@ static void lane_drain_dropped(struct serex__op *op,
     /* relaxed: BROKEN only makes execute refuse and destroy drop; the
      * shard lock below orders it before whoever frees */
     atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+    serex__room_wake(); /* waiters for room retry: SEREX_EREJECTED */
     serex__spin_lock(&sh->lock);
     orphan = l->unlinked; /* emptied and unlinked: nobody else frees it */
     l->broken = true;
@@ -991,4 +1171,5 @@ static void striped_stats(serex_executor *ex, serex_stats *out)
     out->queued = out->submitted - out->completed - taken;
     /* relaxed: a statistic */
     out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
+    out->name = s->name;
 }

@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_faults_serial.c - allocation failure in a serial over a manual
- * executor, its last drain run or dropped by the target after destroy
- * (tests/test_faults.h says how a scenario runs).
+ * executor, its last drain run or dropped by the target after destroy,
+ * unbounded and with a queue_capacity the scenario fills exactly (a place
+ * kept by a failed execute would show as a SEREX_EFULL); tests/test_faults.h
+ * says how a scenario runs.
  */
 #include "test_faults.h"
 
 /* --- serial over a manual executor --- */
+
+/* The most tasks the scenario has waiting at once (after its first ten). */
+#define SERIAL_PEAK 10
 
 static void check_serial(struct run *r, serex_executor *serial,
                          serex_executor *m)
@@ -30,11 +35,34 @@ static void serial_execute_one(struct run *r, serex_executor *serial,
     check_serial(r, serial, m); /* a failure changed nothing */
 }
 
-/* variant 0: the target runs the serial's last drain after destroy;
- * variant 1: the target's destroy drops it. */
+/*
+ * At the peak of a bounded serial: one more execute is refused with
+ * SEREX_EFULL exactly when SERIAL_PEAK tasks wait (none of the ten
+ * failed), else accepted: a failed execute gave its place back.
+ */
+static void serial_execute_at_cap(struct run *r, serex_executor *serial,
+                                  serex_executor *m)
+{
+    struct task *t = task_new(r, 0);
+    bool full = tally_of(r).waiting == SERIAL_PEAK;
+    int rc = serex_execute(serial, log_task, t);
+
+    if (full)
+        status_refused(r, rc, SEREX_EFULL);
+    else
+        accept(r, t, rc);
+    check_serial(r, serial, m);
+}
+
+/* variant bit 0: 0, the target runs the serial's last drain after
+ * destroy; 1, the target's destroy drops it. Bit 1: bounded, at
+ * SERIAL_PEAK, and named. */
 static void scenario_serial(struct run *r)
 {
-    serex_serial_config cfg = {.batch = 3};
+    const bool capped = r->variant & 2;
+    serex_serial_config cfg = {.batch = 3,
+                               .queue_capacity = capped ? SERIAL_PEAK : 0,
+                               .name = capped ? "capped" : NULL};
     serex_executor sentinel, *m = &sentinel, *serial = &sentinel;
     serex_future *fu;
     struct task *ft;
@@ -49,8 +77,11 @@ static void scenario_serial(struct run *r)
         return;
     }
     check_serial(r, serial, m);
-    for (int i = 0; i < 10; i++)
+    assert_string_equal(stats_of(serial).name, capped ? "capped" : "serial");
+    for (int i = 0; i < SERIAL_PEAK; i++)
         serial_execute_one(r, serial, m);
+    if (capped)
+        serial_execute_at_cap(r, serial, m);
     for (int i = 0; i < 2; i++) {
         manual_run_one_checked(m);
         check_serial(r, serial, m);
@@ -73,7 +104,7 @@ static void scenario_serial(struct run *r)
     assert_int_equal(serex_await_termination(serial, 0), SEREX_OK);
     nlog0 = r->nlog;
     assert_int_equal(serex_destroy(serial), SEREX_OK);
-    if (r->variant == 0)
+    if ((r->variant & 1) == 0)
         test_run_all(m); /* a drain may still be queued: it runs nothing */
     end_on_manual(r, m, nlog0, n, handed0, fu, ft);
 }
@@ -86,6 +117,15 @@ FAULTS_CASE(faults_serial_drain_run_after_destroy_loses_nothing,
 FAULTS_CASE(faults_serial_drain_dropped_by_target_loses_nothing,
             "serial (drain dropped)", scenario_serial, 1)
 
-FAULTS_MAIN("faults_serial",
-            FAULTS_TEST(faults_serial_drain_run_after_destroy_loses_nothing),
-            FAULTS_TEST(faults_serial_drain_dropped_by_target_loses_nothing))
+FAULTS_CASE(faults_serial_bounded_gives_each_place_back,
+            "serial, bounded (drain run after destroy)", scenario_serial, 2)
+
+FAULTS_CASE(faults_serial_bounded_drain_dropped_gives_each_place_back,
+            "serial, bounded (drain dropped)", scenario_serial, 3)
+
+FAULTS_MAIN(
+    "faults_serial",
+    FAULTS_TEST(faults_serial_drain_run_after_destroy_loses_nothing),
+    FAULTS_TEST(faults_serial_drain_dropped_by_target_loses_nothing),
+    FAULTS_TEST(faults_serial_bounded_gives_each_place_back),
+    FAULTS_TEST(faults_serial_bounded_drain_dropped_gives_each_place_back))

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_faults_striped.c - allocation failure in a striped executor over a
- * manual one, with many keys (a shard table that must grow), and in the
- * making of a new key's lane (tests/test_faults.h says how a scenario
- * runs).
+ * manual one, with many keys (a shard table that must grow), unbounded and
+ * with capacities the scenario fills exactly (a place kept by a failed
+ * execute would show as a SEREX_EFULL), and in the making of a new key's
+ * lane (tests/test_faults.h says how a scenario runs).
  */
 #include "test_faults.h"
 
@@ -12,6 +13,10 @@
 #define NSAME 40  /* keys sharing one shard: its table must grow */
 #define NSPREAD 8 /* keys anywhere */
 #define NKEYS (NSAME + NSPREAD)
+/* The most tasks the scenario has waiting at once: in all lanes (at its
+ * end), and in one lane (keys 6 and 9). */
+#define STRIPED_PEAK 67
+#define LANE_PEAK 3
 
 /* striped.c's key hash (splitmix64's finaliser) and shard choice, used
  * only to pick keys that share a shard; with any other hash the keys
@@ -66,11 +71,45 @@ static void striped_execute_one(struct run *r, serex_striped *st,
     check_striped(r, st, m); /* a failure changed nothing */
 }
 
-/* variant 0: the target runs the lanes' last drains, then destroy;
- * variant 1: destroy, then the target's destroy drops those drains. */
+/*
+ * At the peak of a bounded striped: one more task for key index @kidx is
+ * refused with SEREX_EFULL exactly when its lane or the striped is full
+ * by the run's own tally, else accepted: failed executes gave their
+ * places back.
+ */
+static void striped_execute_at_cap(struct run *r, serex_striped *st,
+                                   serex_executor *m, const uint64_t *keys,
+                                   int kidx)
+{
+    struct tally before = tally_of(r);
+    int in_lane = 0;
+    struct task *t;
+    int rc;
+
+    for (int id = 0; id < r->ntasks; id++)
+        in_lane += r->accepted[id] && r->tasks[id].kidx == kidx &&
+                   atomic_load(&r->ran[id]) == 0 && r->handed[id] == 0;
+    t = task_new(r, keys[kidx]);
+    t->kidx = kidx;
+    rc = serex_striped_execute(st, t->key, log_task, t);
+    if (before.waiting == STRIPED_PEAK || in_lane == LANE_PEAK)
+        status_refused(r, rc, SEREX_EFULL);
+    else
+        accept(r, t, rc);
+    check_striped(r, st, m);
+}
+
+/* variant bit 0: 0, the target runs the lanes' last drains, then
+ * destroy; 1, destroy, then the target's destroy drops those drains. Bit
+ * 1: both capacities set, at the scenario's peaks. */
 static void scenario_striped(struct run *r)
 {
-    serex_serial_config cfg = {.batch = 2};
+    const bool capped = r->variant & 2;
+    serex_striped_config cfg = {
+        .batch = 2,
+        .queue_capacity = capped ? STRIPED_PEAK : 0,
+        .lane_capacity = capped ? LANE_PEAK : 0,
+    };
     serex_executor sentinel, *m = &sentinel, *face;
     serex_striped *st = (serex_striped *)r; /* must be overwritten */
     serex_future *fu;
@@ -106,6 +145,8 @@ static void scenario_striped(struct run *r)
     }
     for (int k = 0; k < 10; k++)
         striped_execute_one(r, st, m, keys, k);
+    if (capped) /* key 6's lane, and all lanes, are full unless one failed */
+        striped_execute_at_cap(r, st, m, keys, 6);
     serex_manual_run_pending(m);
     check_striped(r, st, m);
 
@@ -118,7 +159,7 @@ static void scenario_striped(struct run *r)
                    SEREX_EREJECTED);
     assert_int_equal(serex_await_termination(face, 0), SEREX_OK);
     nlog0 = r->nlog;
-    if (r->variant == 0) {
+    if ((r->variant & 1) == 0) {
         test_run_all(m); /* the drains find nothing, free their lanes */
         assert_int_equal(serex_striped_lanes(st), 0);
     }
@@ -133,6 +174,12 @@ FAULTS_CASE(faults_striped_many_keys_run_out_loses_nothing,
 
 FAULTS_CASE(faults_striped_many_keys_drains_dropped_loses_nothing,
             "striped (drains dropped)", scenario_striped, 1)
+
+FAULTS_CASE(faults_striped_bounded_gives_each_place_back,
+            "striped, bounded (drains run out)", scenario_striped, 2)
+
+FAULTS_CASE(faults_striped_bounded_drains_dropped_gives_each_place_back,
+            "striped, bounded (drains dropped)", scenario_striped, 3)
 
 /*
  * A bug these scenarios found (fixed): striped_push counts a keyed task
@@ -183,7 +230,49 @@ static void faults_striped_new_lane_enomem_leaves_stats_unchanged(
     assert_int_equal(st.queued, 0);
 }
 
-FAULTS_MAIN("faults_striped",
-            FAULTS_TEST(faults_striped_many_keys_run_out_loses_nothing),
-            FAULTS_TEST(faults_striped_many_keys_drains_dropped_loses_nothing),
-            FAULTS_TEST(faults_striped_new_lane_enomem_leaves_stats_unchanged))
+/*
+ * A new key's lane on a striped with room for one task, in all and per
+ * lane: whichever allocation fails (the task's node, the lane, the
+ * target's node for the drain), the places taken are given back, so the
+ * next try still finds room, and when one finally succeeds the striped is
+ * full.
+ */
+static void faults_striped_new_lane_enomem_gives_places_back(void **state)
+{
+    struct fixture *f = *state;
+    struct run *r = run_new(f, 1, 0);
+    serex_striped_config cfg = {.queue_capacity = 1, .lane_capacity = 1};
+    int rc = SEREX_ENOMEM;
+    struct task *t = NULL;
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_striped_create(f->manual, &cfg, &f->st), SEREX_OK);
+    for (unsigned long k = 1; k < 16 && rc != SEREX_OK; k++) {
+        t = task_new(r, 77);
+        serex__cache_trim();
+        serex__alloc_fail_nth(k);
+        rc = serex_striped_execute(f->st, 77, log_task, t);
+        serex__alloc_fail_nth(0);
+        if (rc != SEREX_OK)
+            assert_int_equal(rc, SEREX_ENOMEM); /* never SEREX_EFULL */
+    }
+    assert_int_equal(rc, SEREX_OK);
+    assert_int_equal(serex_striped_execute(f->st, 78, never_task, NULL),
+                     SEREX_EFULL);
+    assert_int_equal(serex_striped_execute(f->st, 77, never_task, NULL),
+                     SEREX_EFULL);
+    test_run_all(f->manual);
+    assert_int_equal(atomic_load(&r->ran[t->id]), 1);
+    assert_int_equal(
+        serex_striped_execute(f->st, 78, log_task, task_new(r, 78)), SEREX_OK);
+    test_run_all(f->manual);
+}
+
+FAULTS_MAIN(
+    "faults_striped",
+    FAULTS_TEST(faults_striped_many_keys_run_out_loses_nothing),
+    FAULTS_TEST(faults_striped_many_keys_drains_dropped_loses_nothing),
+    FAULTS_TEST(faults_striped_bounded_gives_each_place_back),
+    FAULTS_TEST(faults_striped_bounded_drains_dropped_gives_each_place_back),
+    FAULTS_TEST(faults_striped_new_lane_enomem_leaves_stats_unchanged),
+    FAULTS_TEST(faults_striped_new_lane_enomem_gives_places_back))

@@ -3,7 +3,8 @@
  * test_stats.c - serex_executor_stats for every kind of executor: counts
  * exact once the executor is idle (submitted, completed, rejected, queued,
  * threads, lanes, pending timers), tasks handed back leave nothing queued,
- * and bad input (NULL, a user-written executor) is SEREX_EINVAL.
+ * every kind says its name, and bad input (NULL, a user-written executor)
+ * is SEREX_EINVAL.
  */
 #include "test_util.h"
 
@@ -203,6 +204,51 @@ static void manual_and_scheduler_counts(void **state)
     assert_int_equal(serex_destroy(manual), SEREX_OK);
 }
 
+/* Each kind's name: the config's (copied), else the kind's own. */
+static void every_kind_has_a_name(void **state)
+{
+    char name[16] = "orders";
+    serex_serial_config cfg = {.name = name};
+    serex_scheduler_config sc = {.manual = true};
+    serex_executor *pool, *manual, *serial, *named;
+    serex_striped *st, *named_st;
+    serex_scheduler *sched;
+
+    (void)state;
+    assert_int_equal(serex_pool_create(NULL, &pool), SEREX_OK);
+    assert_int_equal(serex_manual_create(&manual), SEREX_OK);
+    assert_int_equal(serex_scheduler_create(&sc, &sched), SEREX_OK);
+    assert_int_equal(serex_serial_create(manual, NULL, &serial), SEREX_OK);
+    assert_int_equal(serex_serial_create(manual, &cfg, &named), SEREX_OK);
+    assert_int_equal(serex_striped_create(manual, NULL, &st), SEREX_OK);
+    strcpy(name, "sessions"); /* the serial kept its own copy */
+    assert_int_equal(serex_striped_create(manual, &cfg, &named_st), SEREX_OK);
+    memset(name, 0, sizeof name);
+
+    assert_string_equal(stats_of(pool).name, "pool");
+    assert_string_equal(stats_of(manual).name, "manual");
+    assert_string_equal(stats_of(serex_scheduler_executor(sched)).name,
+                        "scheduler");
+    assert_string_equal(stats_of(serial).name, "serial");
+    assert_string_equal(stats_of(named).name, "orders");
+    assert_string_equal(stats_of(serex_striped_executor(st)).name, "striped");
+    assert_string_equal(stats_of(serex_striped_executor(named_st)).name,
+                        "sessions");
+    /* an empty name is no name */
+    cfg.name = "";
+    assert_int_equal(serex_destroy(named), SEREX_OK);
+    assert_int_equal(serex_serial_create(manual, &cfg, &named), SEREX_OK);
+    assert_string_equal(stats_of(named).name, "serial");
+
+    assert_int_equal(serex_destroy(serex_striped_executor(named_st)), SEREX_OK);
+    assert_int_equal(serex_destroy(serex_striped_executor(st)), SEREX_OK);
+    assert_int_equal(serex_destroy(named), SEREX_OK);
+    assert_int_equal(serex_destroy(serial), SEREX_OK);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(sched)), SEREX_OK);
+    assert_int_equal(serex_destroy(manual), SEREX_OK);
+    assert_int_equal(serex_destroy(pool), SEREX_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +257,7 @@ int main(void)
         cmocka_unit_test(serial_counts),
         cmocka_unit_test(striped_counts),
         cmocka_unit_test(manual_and_scheduler_counts),
+        cmocka_unit_test(every_kind_has_a_name),
     };
 
     return cmocka_run_group_tests_name("stats", tests, NULL, NULL);

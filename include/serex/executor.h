@@ -131,6 +131,36 @@ struct serex_executor {
 SEREX_API int serex_execute(serex_executor *ex, serex_fn fn, void *arg);
 
 /*
+ * serex_execute_wait - as serex_execute, but wait for room when @ex is full.
+ *
+ * Tries serex_execute(@ex, @fn, @arg); while it says SEREX_EFULL, waits
+ * for room and tries again, until the task is accepted or @timeout_ns
+ * (SEREX_FOREVER; 0: one try, no wait; > 0) runs out. Every other status
+ * is returned at once: a shutdown met while waiting ends the wait with
+ * SEREX_EREJECTED.
+ * How it waits: serex's bounded executors (queue_capacity of a pool, a
+ * serial or a striped; a striped's lane_capacity) signal each freed
+ * place, and the caller sleeps until one is freed, with no polling; a
+ * place that goes to another producer first sends it back to sleep. For an EFULL that no
+ * signal follows (an executor you wrote, or a target that sends none),
+ * it tries again after growing sleeps of at most 1 ms
+ * (docs/backpressure.md).
+ * Returns:   SEREX_OK; SEREX_ETIMEDOUT (still full when the time ran out;
+ *            never SEREX_EFULL); SEREX_EDEADLK, at once, when @ex is full
+ *            and the caller runs a task of @ex or of an executor @ex runs
+ *            on (the room it waits for may be freed only once it returns;
+ *            any timeout, 0 included); SEREX_EINVAL if ex, ex->ops or fn is
+ *            NULL or timeout_ns is below SEREX_FOREVER; otherwise what
+ *            serex_execute said (SEREX_EREJECTED, SEREX_ENOMEM, ...). On
+ *            any error nothing was queued.
+ * Ownership: as serex_execute: on SEREX_OK, arg passes to the task.
+ * Threads:   any thread, any number at once; blocks the caller while it
+ *            waits.
+ */
+SEREX_API int serex_execute_wait(serex_executor *ex, serex_fn fn, void *arg,
+                                 int64_t timeout_ns);
+
+/*
  * serex_shutdown - stop accepting tasks; accepted tasks still run.
  *
  * Idempotent. Never blocks. NULL is ignored.
@@ -208,6 +238,10 @@ typedef struct serex_stats {
     uint64_t threads;   /* pool: threads alive */
     uint64_t lanes;     /* striped: lanes alive */
     uint64_t pending_timers; /* scheduler: timers not done */
+    /* The executor's name: its config's name, else its kind ("pool",
+     * "serial", "striped", "scheduler", "manual", ...). Valid until the
+     * executor is destroyed; never NULL. */
+    const char *name;
 } serex_stats;
 
 /*
@@ -215,6 +249,7 @@ typedef struct serex_stats {
  * costs the hot paths a locked instruction (each is written by one thread,
  * or under a lock taken anyway); this call sums per-worker or per-shard
  * parts, taking each part's lock briefly where it has one.
+ * Every kind fills `name`, whatever else applies to it.
  * Returns:   SEREX_OK; SEREX_EINVAL if ex or out is NULL, or @ex is not one
  *            of serex's executors (a user-written executor has no stats).
  *            For a striped, pass serex_striped_executor(st); for a

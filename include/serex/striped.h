@@ -17,18 +17,34 @@ extern "C" {
 typedef struct serex_striped serex_striped;
 
 /*
+ * Striped configuration: the serial's struct (serial.h), zero or NULL for
+ * defaults. batch is per lane drain (0: 64); queue_capacity caps the tasks
+ * waiting across all lanes together, lane_capacity those waiting in any
+ * one key's lane (0: no cap); name defaults to "striped". Waiting means
+ * accepted and not started, as for a serial: a lane's running task does
+ * not count, and neither do keyless tasks (serex_striped_executor's
+ * execute), which go straight to the target.
+ */
+typedef serex_serial_config serex_striped_config;
+
+/*
  * serex_striped_create - per-key serial execution on @target.
  *
  * Tasks with the same key run one at a time, in the order their execute
  * calls took effect, each happening-before the next; different keys run in
  * parallel on @target. Two distinct keys never share a lane. A key's lane
  * is made on first use and freed as soon as its queue is empty, so a
- * million distinct keys leave nothing behind. @cfg (batch per lane drain)
- * may be NULL.
+ * million distinct keys leave nothing behind. @cfg (batch per lane drain,
+ * capacities, name: serex_striped_config above) may be NULL. With a
+ * capacity set, serex_striped_execute returns SEREX_EFULL, with nothing
+ * queued, when accepting the task would make more than queue_capacity
+ * tasks wait in all lanes, or more than lane_capacity in the key's lane;
+ * both caps are exact, and each freed place wakes callers of
+ * serex_execute_wait.
  * Returns:   SEREX_OK; SEREX_EINVAL if target, target->ops or out is NULL;
  *            SEREX_ENOMEM.
  * Ownership: the striped never owns @target; destroy it (serex_destroy of
- *            serex_striped_executor) before @target.
+ *            serex_striped_executor) before @target. cfg->name is copied.
  * Threads:
  *            call                          | may overlap with
  *            ------------------------------+--------------------------------
@@ -44,20 +60,42 @@ typedef struct serex_striped serex_striped;
  *            destroy wait for it.
  */
 SEREX_API int serex_striped_create(serex_executor *target,
-                                   const serex_serial_config *cfg,
+                                   const serex_striped_config *cfg,
                                    serex_striped **out);
 
 /*
  * serex_striped_execute - run fn(arg) after every earlier task of @key.
  *
  * Returns:   SEREX_OK; SEREX_EINVAL if s or fn is NULL; SEREX_EREJECTED
- *            after shutdown; SEREX_ENOMEM; or what @target said when it
- *            refused to start the key's lane. On error nothing is queued.
+ *            after shutdown; SEREX_EFULL when the striped's or the key's
+ *            lane's capacity is reached; SEREX_ENOMEM; or what @target
+ *            said when it refused to start the key's lane. On error
+ *            nothing is queued.
  * Threads:   any thread, any number at once; takes one of the striped's
- *            shard locks for a few instructions.
+ *            shard locks for a few instructions (with queue_capacity set,
+ *            a compare-and-swap on the striped's count too). Never
+ *            blocks: serex_striped_execute_wait waits for room instead.
  */
 SEREX_API int serex_striped_execute(serex_striped *s, uint64_t key,
                                     serex_fn fn, void *arg);
+
+/*
+ * serex_striped_execute_wait - as serex_striped_execute, but wait for room
+ * when the striped (queue_capacity) or the key's lane (lane_capacity) is
+ * full, as serex_execute_wait does for an executor: woken when a place is
+ * freed, with no polling; @timeout_ns SEREX_FOREVER, 0 (one try) or > 0.
+ * Returns:   SEREX_OK; SEREX_ETIMEDOUT (never SEREX_EFULL); SEREX_EDEADLK,
+ *            at once, when full and called from a task of the striped (a
+ *            lane's or a keyless one) or of an executor it runs on;
+ *            SEREX_EINVAL if s or fn is NULL or timeout_ns is below
+ *            SEREX_FOREVER; else what serex_striped_execute said. On any
+ *            error nothing is queued.
+ * Ownership: on SEREX_OK, arg passes to the task (or to on_pending).
+ * Threads:   any thread, any number at once; blocks while it waits.
+ */
+SEREX_API int serex_striped_execute_wait(serex_striped *s, uint64_t key,
+                                         serex_fn fn, void *arg,
+                                         int64_t timeout_ns);
 
 /*
  * serex_striped_submit - as serex_striped_execute, with a future.

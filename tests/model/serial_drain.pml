@@ -14,11 +14,16 @@
  * thread unless the target refused it; await_termination never reports
  * termination with an accepted task still to run; nothing deadlocks and
  * every counter (wip, the in-flight count, drain references) returns to 0.
+ * With CAP (a bounded serial, queue_capacity): the waiting count never
+ * passes the cap, nor do the tasks in the queue, every place comes back;
+ * and with WAITER, a thread in serex_execute_wait is never left asleep
+ * while a place it could take was freed (its wake-up is never lost).
  * What it does not prove: that the C memory orders are strong enough (no
  * weak memory here: TSan and the stress tests cover that); anything for
- * larger sizes; node reuse, statistics, the parking lot's wake-ups,
- * destroy's freeing, allocation failure, a target's on_pending for drains,
- * striped.c. Nor that this model is the C code: it is compared by hand.
+ * larger sizes; node reuse, statistics, the awaiters' parking-lot
+ * wake-ups, destroy's freeing, allocation failure, a target's on_pending
+ * for drains, striped.c. Nor that this model is the C code: it is compared
+ * by hand.
  *
  * Every atomic operation of the C code is one step here, and every plain
  * access to shared state that the C code makes outside a lock is one step
@@ -50,6 +55,14 @@
  *   AWAITER     1: a thread looks once, at any moment, as
  *               await_termination does (serial_state: one load of ctl for
  *               SHUT and no execute in flight, then wip)
+ *   CAP         the serial's queue_capacity; 0 (default): unbounded, and
+ *               the model is exactly the unbounded one
+ *   WAITER      1 (with CAP): one more thread submits one task with
+ *               serex_execute_wait(..., SEREX_FOREVER) (executor.c's
+ *               room_wait: an uncounted try, then count itself in the
+ *               room's waiters, then read the generation, try, and park
+ *               until the generation changes); it waits for the serial's
+ *               own cap only (a refusal by the target ends its call)
  *   LIVENESS    defined: add the LTL claim all_finish (run pan -a -f)
  *
  * With none of the mutations below, the model is src/serial.c as it is.
@@ -66,6 +79,13 @@
  *                        BATCH tasks, not counting the short rounds before
  *                        it (README.md, "Findings", 2: a visit runs more
  *                        than BATCH tasks)
+ *   CAP_LOOK_THEN_ADD    serial_take_place as a load, then an increment
+ *                        in a later step instead of a CAS (the cap is
+ *                        passed)
+ *   ROOM_NO_RETRY        room_wait parks right after counting itself,
+ *                        on the generation it read before its uncounted
+ *                        try (a freed place's wake-up is lost: the waiter
+ *                        sleeps for ever)
  */
 
 #ifndef NPROD
@@ -92,11 +112,21 @@
 #ifndef AWAITER
 #define AWAITER 0
 #endif
+#ifndef CAP
+#define CAP 0
+#endif
+#ifndef WAITER
+#define WAITER 0
+#endif
+#if WAITER && !CAP
+#error "WAITER needs CAP: it waits for the serial's own room"
+#endif
 #if defined(AWAIT_FIXED) || defined(BATCH_PER_VISIT)
 #error "AWAIT_FIXED and BATCH_PER_VISIT are gone: the fixes are the default"
 #endif
 
-#define NT (NPROD * NTASK)   /* task nodes 0 .. NT-1 */
+#define NPT (NPROD * NTASK)  /* the producers' tasks 0 .. NPT-1 */
+#define NT (NPT + WAITER)    /* task nodes 0 .. NT-1: the waiter's is NPT */
 #define STUB NT              /* the queue's stub node */
 #define NIL 255
 
@@ -124,10 +154,15 @@
 #define BY_STOP 2      /* shutdown_now (or the final take, see init) */
 #define BY_REFUSED 3   /* serial_refused: the producer took its own back */
 
-/* status[t]: what execute returned */
+/* status[t]: what execute returned (SEREX_EFULL is an error) */
 #define ST_PENDING 0
 #define ST_OK 1
 #define ST_ERROR 2
+
+/* what one execute call said */
+#define X_OK 0
+#define X_ERR 1     /* refused: shut down, broken, the target's status */
+#define X_FULL 2    /* SEREX_EFULL: the serial's own cap */
 
 /* --- the serial's shared state --- */
 byte tail = STUB;      /* atomic: producers' exchange, the consumer's too */
@@ -138,6 +173,9 @@ byte ctl;              /* atomic */
 bit pop_lock;          /* serex__spinlock */
 byte life;             /* atomic: drains holding a reference (LIFE_DRAIN) */
 byte tstate = T_RUNNING;
+byte waiting;          /* atomic (CAP): places taken */
+byte room_waiters;     /* atomic (executor.c): waiters counted for room */
+byte room_gen;         /* atomic (executor.c): the generation they park on */
 
 /* --- ghost state: what the properties talk about --- */
 byte seq[NT];          /* position of the task's push exchange, from 1 */
@@ -154,6 +192,7 @@ byte owner;            /* drains inside their loop, owing work */
 bit stop_called;       /* shutdown_now took the queue */
 bit terminated;        /* an awaiter saw termination */
 bit finished;          /* init checked the end state */
+byte inq;              /* tasks pushed (exchange) and not taken out */
 
 #ifdef LIVENESS
 /* (5) as a liveness property: every run ends, checked end state included
@@ -174,7 +213,12 @@ inline mpsc_push(node, prev) {
         prev = tail;
         tail = node;
         if
-        :: node != STUB -> pushed++; seq[node] = pushed
+        :: node != STUB ->
+            pushed++; seq[node] = pushed; inq++;
+#if CAP
+            /* the cap: never more tasks queued than places */
+            assert(inq <= waiting && waiting <= CAP)
+#endif
         :: else
         fi
     }
@@ -187,7 +231,8 @@ inline took(node, by) {
     assert(taker[node] == BY_NONE);
     assert(seq[node] == popped + 1);
     popped = seq[node];
-    taker[node] = by
+    taker[node] = by;
+    inq--
 }
 
 /*
@@ -241,6 +286,52 @@ inline mpsc_pop_wait(out, by) {
 inline lock() { atomic { pop_lock == 0 -> pop_lock = 1 } }
 inline unlock() { pop_lock = 0 }
 
+/* --- room (executor.c) and the waiting count (serial.c) --- */
+
+/* serex__room_made: a seq_cst load of the waiters, then (if any) the
+ * generation's bump and the wake-up: two steps */
+inline room_made() {
+    if
+    :: room_waiters > 0 -> room_gen = (room_gen + 1) % 256
+    :: else
+    fi
+}
+
+/* serex__room_wake: the bump, unconditional (shutdown, BROKEN) */
+inline room_wake() {
+    room_gen = (room_gen + 1) % 256
+}
+
+/* serial_give_back: the seq_cst RMW, then serex__room_made */
+inline give_back(n) {
+    atomic { assert(waiting >= n); waiting = waiting - n };
+    room_made()
+}
+
+/*
+ * serial_take_place: the load and the CAS loop. One step: a CAS that fails
+ * changes nothing and the look is made again, so each outcome is decided
+ * by one atomic access (the successful CAS, or the load that sees the cap).
+ */
+inline take_place(placed) {
+#ifdef CAP_LOOK_THEN_ADD
+    /* mutation: look, then add in a later step */
+    placed = (waiting < CAP);
+    if
+    :: placed -> waiting++; assert(waiting <= CAP)
+    :: else
+    fi
+#else
+    atomic {
+        if
+        :: waiting < CAP -> waiting++; placed = true
+        :: else -> placed = false
+        fi;
+        assert(waiting <= CAP)
+    }
+#endif
+}
+
 /* --- the target --- */
 
 /*
@@ -284,6 +375,9 @@ proctype drain()
     if
     :: atomic { tstate == T_STOPPED -> skip };
         ctl = ctl | CTL_BROKEN;
+#if CAP
+        room_wake();
+#endif
         drain_exit();
         goto done
     :: atomic { tstate != T_STOPPED -> owner++; assert(owner == 1) }
@@ -306,6 +400,11 @@ proctype drain()
             if
             :: t == NIL -> break
             :: else ->
+#if CAP
+                /* serial_run_bounded: the place is free before the task
+                 * runs */
+                give_back(1);
+#endif
                 /* fn(arg): the task runs; its properties are checked as
                  * it starts */
                 d_step {
@@ -318,7 +417,8 @@ proctype drain()
                      * each producer's calls: its previous task (if
                      * accepted) has left the queue */
                     assert(seq[t] > last_run);
-                    assert(t % NTASK == 0 || status[t - 1] == ST_ERROR ||
+                    assert(t % NTASK == 0 || t >= NPT ||
+                           status[t - 1] == ST_ERROR ||
                            taker[t - 1] != BY_NONE);
                     /* (7) promise 4: at most BATCH tasks between two
                      * hand-overs to the target, unless it refused */
@@ -408,65 +508,141 @@ inline refused(mine, taken) {
     fi;
     unlock();
     if
-    :: back == NIL -> ctl = ctl | CTL_BROKEN; taken = false
-    :: else -> taken = true /* freed: nothing is queued */
+    :: back == NIL ->
+        ctl = ctl | CTL_BROKEN;
+#if CAP
+        room_wake();
+#endif
+        taken = false
+    :: else ->
+#if CAP
+        give_back(1);
+#endif
+        taken = true /* freed: nothing is queued */
+    fi
+}
+
+/*
+ * serial_execute for task t: res is X_OK, X_ERR or X_FULL (status[t] is
+ * ST_OK, or ST_ERROR for both refusals). The caller's locals: c, first,
+ * ok, cas, taken, back, prev, placed, and the queue's h, nx, r, pv.
+ */
+inline execute(t, res) {
+    atomic { c = ctl; ctl = ctl + CTL_INFLIGHT }
+    if
+    :: FLAG(c, CTL_SHUT) || FLAG(c, CTL_BROKEN) ->
+        atomic {
+            ctl = ctl - CTL_INFLIGHT; status[t] = ST_ERROR; res = X_ERR; c = 0
+        }
+    :: else ->
+        c = 0;
+#if CAP
+        take_place(placed);
+        if
+        :: !placed ->
+            /* serial_full: nothing counted, nothing queued */
+            atomic {
+                ctl = ctl - CTL_INFLIGHT; status[t] = ST_ERROR; res = X_FULL
+            }
+        :: else ->
+#endif
+#ifdef PUSH_BEFORE_COUNT
+        mpsc_push(t, prev);
+        atomic { first = (wip == 0); WIP_ADD(1) }
+#else
+        atomic { first = (wip == 0); WIP_ADD(1) }
+        mpsc_push(t, prev);
+#endif
+        ok = true;
+        if
+        :: first ->
+            /* serial_start_drain */
+            atomic { life++ };
+            submit(ok, false);
+            if
+            :: !ok ->
+                drain_exit();
+                refused(t, taken);
+                ok = !taken
+            :: else
+            fi
+        :: else
+        fi;
+        /* the in-flight count drops, and execute returns */
+        atomic {
+            ctl = ctl - CTL_INFLIGHT;
+            if
+            :: ok ->
+                status[t] = ST_OK;
+                res = X_OK;
+                /* an awaiter already said "terminated": then our
+                 * task must be done (ran or taken back) */
+                assert(!terminated || ran[t] || taker[t] == BY_STOP)
+            :: else -> status[t] = ST_ERROR; res = X_ERR
+            fi;
+            first = 0; ok = 0; cas = 0; taken = 0; back = 0
+        }
+#if CAP
+        fi;
+        placed = 0
+#endif
     fi
 }
 
 proctype producer(byte p)
 {
-    byte i, t, c, h, nx, r, pv, prev, back;
-    bool first, ok, cas, taken;
+    byte i, t, c, h, nx, r, pv, prev, back, res;
+    bool first, ok, cas, taken, placed;
 
     do
     :: i < NTASK ->
         t = p * NTASK + i;
-        atomic { c = ctl; ctl = ctl + CTL_INFLIGHT }
-        if
-        :: FLAG(c, CTL_SHUT) || FLAG(c, CTL_BROKEN) ->
-            atomic { ctl = ctl - CTL_INFLIGHT; status[t] = ST_ERROR; c = 0 }
-        :: else ->
-            c = 0;
-#ifdef PUSH_BEFORE_COUNT
-            mpsc_push(t, prev);
-            atomic { first = (wip == 0); WIP_ADD(1) }
-#else
-            atomic { first = (wip == 0); WIP_ADD(1) }
-            mpsc_push(t, prev);
-#endif
-            ok = true;
-            if
-            :: first ->
-                /* serial_start_drain */
-                atomic { life++ };
-                submit(ok, false);
-                if
-                :: !ok ->
-                    drain_exit();
-                    refused(t, taken);
-                    ok = !taken
-                :: else
-                fi
-            :: else
-            fi;
-            /* the in-flight count drops, and execute returns */
-            atomic {
-                ctl = ctl - CTL_INFLIGHT;
-                if
-                :: ok ->
-                    status[t] = ST_OK;
-                    /* an awaiter already said "terminated": then our
-                     * task must be done (ran or taken back) */
-                    assert(!terminated || ran[t] || taker[t] == BY_STOP)
-                :: else -> status[t] = ST_ERROR
-                fi;
-                first = 0; ok = 0; cas = 0; taken = 0; back = 0
-            }
-        fi;
-        atomic { i++; t = 0 }
+        execute(t, res);
+        atomic { i++; t = 0; res = 0 }
     :: else -> break
     od
 }
+
+#if WAITER
+/*
+ * serex_execute_wait(serial, ..., SEREX_FOREVER) for task NPT (executor.c:
+ * serex__execute_wait, then room_wait): an uncounted try; on SEREX_EFULL
+ * (the serial's, so signalled) count itself in room_waiters (seq_cst) and
+ * try again; from then on read the generation, try, and on SEREX_EFULL
+ * park until the generation is no longer the one read (the parking lot
+ * sleeps while the word holds its expected value, and a bump wakes it: a
+ * blocking guard here). A lost wake-up leaves it asleep for ever: an
+ * invalid end state.
+ */
+proctype waiter()
+{
+    byte t = NPT, c, h, nx, r, pv, prev, back, res, g;
+    bool first, ok, cas, taken, placed, counted;
+
+    g = room_gen;  /* (only the mutation parks on it) */
+    execute(t, res);
+    do
+    :: res == X_FULL ->
+        if
+        :: !counted ->
+            room_waiters++;
+            counted = true
+#ifdef ROOM_NO_RETRY
+            ; (room_gen != g) /* mutation: park without a counted try */
+#endif
+        :: else -> (room_gen != g)
+        fi;
+        g = room_gen;
+        execute(t, res)
+    :: else -> break
+    od;
+    if
+    :: counted -> room_waiters--
+    :: else
+    fi;
+    atomic { res = 0; g = 0; counted = 0; t = 0 }
+}
+#endif
 
 /* --- shutdown_now and its helpers --- */
 
@@ -484,6 +660,12 @@ inline take_all(n) {
         fi
     od;
     unlock();
+#if CAP
+    if
+    :: n > 0 -> give_back(n)
+    :: else
+    fi;
+#endif
     atomic {
         assert(wip >= n);
         WIP_SUB(n);
@@ -522,9 +704,15 @@ proctype stopper()
 #if STOPPER == 1
     :: ctl = ctl | (CTL_SHUT | CTL_STOP);
         take_all(n);
+#if CAP
+        room_wake();
+#endif
         hand_back(n)
 #elif STOPPER == 2
     :: ctl = ctl | CTL_SHUT
+#if CAP
+        ; room_wake()
+#endif
 #endif
     fi
 }
@@ -621,6 +809,9 @@ init
 #if AWAITER
         run awaiter();
 #endif
+#if WAITER
+        run waiter();
+#endif
     }
     /* everyone else has finished (with an LTL claim, _nr_pr counts the
      * claim too) */
@@ -647,6 +838,7 @@ init
         assert(wip == 0 && life == 0 && owner == 0 && running == 0);
         assert(ctl < CTL_INFLIGHT && pop_lock == 0);
         assert(head == STUB && tail == STUB && next[STUB] == NIL);
+        assert(waiting == 0 && room_waiters == 0 && inq == 0);
         i = 0;
         do
         :: i < NT ->
