@@ -192,6 +192,7 @@ struct pool {
     uint32_t gen;          /* fork generation it was made in */
     bool batching;         /* fixed and unbounded: workers take batches */
     char name[NAME_MAX_LEN + 1];
+    bool named; /* the config gave a name (stats show it) */
     struct slot *slots;    /* max of them */
 };
 
@@ -245,12 +246,16 @@ static int ring_make_room(struct pool *p)
 {
     uint64_t used;
 
-    /* acquire: pairs with the release store of head in ring_pop, so the
-     * workers' reads of the slots we are about to reuse are done */
-    p->head_seen = atomic_load_explicit(&p->head, memory_order_acquire);
+    /* acquire: pairs with the release store of head in local_refill, so
+     * the workers' reads of the slots we are about to reuse are done;
+     * seq_cst: the look a waiter for room makes after it counts itself
+     * (serex_execute_wait's handshake, executor.c) */
+    p->head_seen = atomic_load_explicit(&p->head, memory_order_seq_cst);
     used = p->put_tail - p->head_seen;
-    if (p->capacity != 0 && used >= p->capacity)
+    if (p->capacity != 0 && used >= p->capacity) {
+        serex__room_full(); /* a serex_execute_wait may park: we signal */
         return SEREX_EFULL;
+    }
     if (used > p->mask)
         return ring_grow(p);
     return SEREX_OK;
@@ -363,8 +368,12 @@ static unsigned local_refill(struct pool *p, struct local *q)
 
         local_put(&q->buf[(lt + i) & (LOCAL_CAP - 1)], rs->fn, rs->arg, h + i);
     }
-    /* release: our reads of the slots happen-before a producer reuses them */
-    atomic_store_explicit(&p->head, h + n, memory_order_release);
+    /* release: our reads of the slots happen-before a producer reuses
+     * them; seq_cst when bounded: it frees places, the store a waiter for
+     * room must see before the freer looks for waiters (executor.c) */
+    atomic_store_explicit(&p->head, h + n,
+                          p->capacity != 0 ? memory_order_seq_cst
+                                           : memory_order_release);
     /* seq_cst: publishes the batch to thieves (release) and is the
      * publishing half of the park handshake for batches */
     atomic_store_explicit(&q->tail, lt + n, memory_order_seq_cst);
@@ -466,6 +475,8 @@ static bool pool_take(struct pool *p, struct slot *me, struct ring_slot *out,
         serex__spin_lock(&p->take_lock);
         n = local_refill(p, &me->q);
         serex__spin_unlock(&p->take_lock);
+        if (n != 0 && p->capacity != 0)
+            serex__room_made(); /* places freed: wake serex_execute_wait */
     }
     *more = n > 1;
     return n != 0 && local_pop(&me->q, out);
@@ -848,6 +859,7 @@ static void pool_shutdown(serex_executor *ex)
      * under mu, which we take next */
     atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN, memory_order_release);
     pool_wake_all(p);
+    serex__room_wake(); /* waiters for room retry: and are refused */
 }
 
 /* Claims everything in a batch (as a thief would). Under take_lock. */
@@ -932,6 +944,7 @@ static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
     if (atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
                                  memory_order_seq_cst) & ST_STOP)
         return 0;
+    serex__room_wake(); /* waiters for room retry: and are refused */
     /* seq_cst: after STOP (see pool_steal); pairs with its release drop */
     while (atomic_load_explicit(&p->stealers, memory_order_seq_cst) != 0)
         serex__thread_yield();
@@ -1052,8 +1065,8 @@ static int pool_config(const serex_pool_config *cfg, struct pool *p)
                                             : DEFAULT_KEEP_ALIVE_NS;
     p->capacity = c.queue_capacity;
     p->batching = p->max == p->core && p->capacity == 0;
-    snprintf(p->name, sizeof p->name, "%s",
-             c.name != NULL && c.name[0] != '\0' ? c.name : "serex");
+    p->named = c.name != NULL && c.name[0] != '\0';
+    snprintf(p->name, sizeof p->name, "%s", p->named ? c.name : "serex");
     return SEREX_OK;
 }
 
@@ -1169,4 +1182,5 @@ static void pool_stats(serex_executor *ex, serex_stats *out)
     }
     out->queued = waiting;
     out->threads = atomic_load_explicit(&p->live, memory_order_relaxed);
+    out->name = p->named ? p->name : NULL; /* NULL: the kind, "pool" */
 }

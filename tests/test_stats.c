@@ -239,6 +239,14 @@ static void every_kind_has_a_name(void **state)
     assert_int_equal(serex_destroy(named), SEREX_OK);
     assert_int_equal(serex_serial_create(manual, &cfg, &named), SEREX_OK);
     assert_string_equal(stats_of(named).name, "serial");
+    {
+        serex_pool_config pc = {.threads = 1, .name = "io"};
+        serex_executor *io;
+
+        assert_int_equal(serex_pool_create(&pc, &io), SEREX_OK);
+        assert_string_equal(stats_of(io).name, "io");
+        assert_int_equal(serex_destroy(io), SEREX_OK);
+    }
 
     assert_int_equal(serex_destroy(serex_striped_executor(named_st)), SEREX_OK);
     assert_int_equal(serex_destroy(serex_striped_executor(st)), SEREX_OK);

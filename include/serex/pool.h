@@ -20,7 +20,8 @@ typedef struct serex_pool_config {
     unsigned max_threads;  /* 0: = threads; > threads: grows when all busy */
     int64_t keep_alive_ns; /* idle time before an extra thread exits; 0: 60 s */
     size_t queue_capacity; /* tasks waiting to start; 0: unbounded */
-    const char *name;      /* thread names "<name>-<n>"; NULL: "serex" */
+    const char *name;      /* thread names "<name>-<n>", and stats.name (cut
+                              to 15 bytes); NULL: "serex", stats "pool" */
 } serex_pool_config;
 
 /*
