@@ -102,6 +102,7 @@ variants() {  # bench -> variant values (0 = none), as in shared/peers/c/run
     case "$1" in
         pool_throughput) if [ "$threads" -gt 1 ]; then echo "1 $threads"; else echo 1; fi ;;
         striped_throughput) echo "1 64 4096 1000000" ;;
+        group_fanout) echo "0 1" ;; # 1: the same rounds with no group
         *) echo 0 ;;
     esac
 }
