@@ -9,7 +9,9 @@
  * worker's state needs no lock. Equal delays run in the order scheduled;
  * the tick, cancelled with serex_timer_cancel and released with
  * serex_timer_release, never runs again. Only orders and counts are
- * checked, never timing.
+ * checked, never timing. The serial runs at the pool's HIGH priority (so
+ * other work on the pool would not delay it), and the pool's thread hooks
+ * count its workers.
  */
 #include <serex/serex.h>
 
@@ -41,6 +43,24 @@ static struct action acts[] = { /* 5 delayed, then 2 immediate */
 static const char *ran[LOG_MAX]; /* what ran, in order */
 static unsigned ran_n, ticks, ticks_at_cancel, left = ACTIONS + 1;
 static atomic_uint busy, overlaps; /* actions running now; times above 1 */
+static atomic_uint started, stopped; /* pool threads, seen by its hooks */
+
+/* Runs on each new pool thread before its first task (non-zero would
+ * refuse the thread), and its twin after its last task. */
+static int thread_start(void *ctx, unsigned index)
+{
+    (void)ctx;
+    (void)index;
+    atomic_fetch_add_explicit(&started, 1, memory_order_relaxed);
+    return 0;
+}
+
+static void thread_stop(void *ctx, unsigned index)
+{
+    (void)ctx;
+    (void)index;
+    atomic_fetch_add_explicit(&stopped, 1, memory_order_relaxed);
+}
 
 static unsigned worker_log(const char *name, bool counts)
 {
@@ -78,13 +98,17 @@ static void after_cancel(void *arg) /* queued once the cancel returned */
 
 int main(void)
 {
-    serex_pool_config cfg = {.threads = 2, .name = "worker"};
+    serex_pool_config cfg = {.threads = 2, .name = "worker",
+                             .on_thread_start = thread_start,
+                             .on_thread_stop = thread_stop};
     serex_executor *pool, *worker;
     serex_scheduler *sched;
     serex_timer *ticker;
 
     check(serex_pool_create(&cfg, &pool), "pool_create");
-    check(serex_serial_create(pool, NULL, &worker), "serial_create");
+    check(serex_serial_create(serex_pool_executor_at(pool,
+                                                     SEREX_POOL_PRIORITY_HIGH),
+                              NULL, &worker), "serial_create");
     check(serex_scheduler_create(NULL, &sched), "scheduler_create");
     check(serex_event_create(&done), "event_create");
 
@@ -113,7 +137,10 @@ int main(void)
     unsigned n = atomic_load_explicit(&overlaps, memory_order_relaxed);
     printf("\nworker: %u ticks, %u overlaps, %u ticks after cancel\n", ticks,
            n, ticks - ticks_at_cancel);
+    printf("worker: pool threads: %u started, %u stopped\n",
+           atomic_load(&started), atomic_load(&stopped));
     bool ok = cancelled && n == 0 && ticks >= TICKS
+              && atomic_load(&started) == 2 && atomic_load(&stopped) == 2
               && ticks == ticks_at_cancel && ran_n == ACTIONS + ticks
               && acts[5].pos < acts[6].pos;
     for (unsigned i = 0; i + 1 < 5; i++) /* 5ms-1 < 5ms-2 < 10ms-1 < ... */

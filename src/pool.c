@@ -85,10 +85,60 @@
  * Core threads start in create and live until shutdown. If max_threads is
  * larger, a producer that finds no spinner and no sleeper starts one more
  * thread (under `mu`, up to max); a worker beyond the core count that has
- * waited keep_alive_ns for a token retires. Every thread is joined, by the
- * next start in its slot or by destroy. The last thread to exit marks the
- * pool terminated and broadcasts `term_cv`; await_termination waits for it
- * under `mu`, which also makes every task's writes visible to the caller.
+ * waited keep_alive_ns for a token retires: it leaves `live` at once (so
+ * the others retire or grow by the right count) and counts in `retiring`
+ * until it has run its stop hook. Every thread is joined, by the next
+ * start in its slot or by destroy. The thread that brings `live` and
+ * `retiring` to 0 (only a shutdown lets core threads leave) marks the
+ * pool terminated and broadcasts `term_cv`; await_termination waits for
+ * it under `mu`, which also makes every task's writes, and every stop
+ * hook's, visible to the caller. Until then every thread may still touch
+ * the pool, and destroy frees it only after that await.
+ *
+ * --- Hooks and placement ---
+ * A new worker first pins itself (cpus) and runs on_thread_start
+ * (worker_setup), inside its frame, so its hooks are tasks of the pool
+ * for SEREX_EDEADLK. serex_pool_create waits for the verdicts of the core
+ * threads it starts (`unreported`, under `mu`, signalled on `term_cv`,
+ * which nobody awaits before create returns); if one was refused it sets
+ * STOP: the others run on_thread_stop and exit, and pool_free joins every
+ * one. A refused extra thread leaves at once, like a retired one, and its
+ * slot is free again. on_thread_stop runs on the way out, before the
+ * worker stops counting in `live` or `retiring` (see Threads). The task
+ * hooks and `levels_on` (below) are all the busy path reads that a plain
+ * pool did not: a load from a line nobody writes, and a branch that always
+ * goes the same way, for each.
+ *
+ * --- Priority levels ---
+ * The ring above is level NORMAL, the pool's own executor. HIGH and LOW
+ * each have a face (an executor of their own, serex_pool_executor_at) and
+ * a plain ring under one spinlock for both ends (struct level): they are
+ * not the hot path. A level's ring is allocated at its first task
+ * (LEVEL_RING_MIN slots), doubled when full and freed when a grown one
+ * empties (promise 9). A face's execute follows the ring's rules: it reads
+ * the state flags under the level's lock, publishes its tail seq_cst (the
+ * park handshake) and calls pool_signal_work, as pool_execute does; a
+ * bounded level signals the places it frees, as the ring does.
+ * Workers look at the levels only once `levels_on` is set, by the first
+ * serex_pool_executor_at of HIGH or LOW; from then on a worker takes from
+ * HIGH, else NORMAL (its batch, a steal, the ring), else LOW: strict
+ * priority, checked before every task, batched ones included.
+ * No task waits for a stale `levels_on`. A face comes only from
+ * serex_pool_executor_at, after the flag's seq_cst store (or an acquire
+ * load that saw it), so every push through it follows the store in the
+ * seq_cst total order. The idle re-checks (the spinner's poll,
+ * worker_park's) read the flag seq_cst: when the handshake needs the
+ * worker to see a push (the producer's load of `sleepers` or `spinning`
+ * came first), the re-check comes after that load, hence after the
+ * flag's store: it sees the flag, then the level's tail. The busy path
+ * reads the flag relaxed: a stale 0 there only lets a NORMAL task start
+ * before a HIGH one that raced with it, an order that two racing
+ * submissions were never promised.
+ * Shutdown: whoever must not miss a push to a level takes its lock after
+ * reading the flags (pool_drained, shutdown_now), as with `put_lock`.
+ * shutdown_now hands back HIGH, then NORMAL (batches, then the ring),
+ * then LOW. queue_capacity bounds each level's waiting tasks on its own:
+ * one count across levels would put a shared counter on the ring's path.
  */
 #include <stdio.h>  /* snprintf for thread names */
 
@@ -111,6 +161,10 @@
 #define LOCAL_CAP 32u                  /* a worker's batch; power of two */
 #define DEFAULT_KEEP_ALIVE_NS (60 * SEREX__NS_PER_S)
 #define NAME_MAX_LEN 15                /* what Linux keeps of a thread name */
+#define LEVEL_RING_MIN 32u /* an extra level's first ring; power of two */
+#define LEVELS_EXTRA (SEREX_POOL_PRIORITIES - 1) /* HIGH and LOW */
+
+enum { LV_HIGH, LV_LOW }; /* which struct level: p->lv[LV_HIGH] */
 
 enum slot_state { SLOT_FREE, SLOT_LIVE, SLOT_EXITED };
 
@@ -146,6 +200,24 @@ struct slot {
     uint64_t taken_h, taken_t; /* q's tasks taken back by shutdown_now
                                   (only the call that set STOP uses them) */
     _Atomic uint64_t done; /* tasks run; written by this slot's worker */
+    bool report;           /* set before the thread starts: create waits
+                              for its setup's verdict */
+};
+
+/*
+ * A priority level other than NORMAL: its face and its queue, a ring
+ * under one lock for both ends (see the essay).
+ */
+struct level {
+    serex_executor face; /* what serex_pool_executor_at returns */
+    struct pool *p;
+    _Alignas(SEREX__CACHELINE) serex__spinlock lock;
+    struct ring_slot *ring; /* under lock; NULL until a task comes */
+    uint64_t mask;          /* under lock: slots - 1 (0 without a ring) */
+    uint64_t rejected;      /* under lock: execute calls refused */
+    _Atomic uint64_t head;  /* written under lock, read without */
+    _Atomic uint64_t tail;  /* = tasks accepted; written under lock
+                               (seq_cst: the park handshake), read without */
 };
 
 struct pool {
@@ -166,10 +238,16 @@ struct pool {
     _Alignas(SEREX__CACHELINE) serex__spinlock take_lock;
     uint64_t tail_seen;    /* under take_lock: a stale copy of tail, >= head */
 
-    /* The ring: changed under both locks, read under either. */
+    /* The ring: changed under both locks, read under either. With it, on
+     * a line nobody writes in a steady state, what every worker reads for
+     * every task. */
     _Alignas(SEREX__CACHELINE) struct ring_slot *ring;
-    uint64_t mask;         /* slots - 1 */
+    uint64_t mask;               /* slots - 1 */
     _Atomic uint32_t ring_grown; /* hint for idle workers: shrink it */
+    _Atomic uint32_t levels_on;  /* 0 -> 1 once: a HIGH or LOW face was
+                                    made; workers look at the levels */
+    bool task_hooks;             /* on_task_start or on_task_end is set */
+    bool thread_setup;           /* workers pin or run a start hook */
 
     /* Idle accounting: read by every execute, written on idle changes. */
     _Alignas(SEREX__CACHELINE) _Atomic uint32_t spinning; /* 0 or 1 */
@@ -183,6 +261,9 @@ struct pool {
     serex__cond term_cv;   /* await_termination waits here */
     unsigned wakeups;      /* tokens for parked workers, under mu */
     _Atomic unsigned live; /* threads started and not exited; under mu */
+    unsigned retiring;     /* under mu: left `live`, stop hook to run */
+    unsigned unreported;   /* under mu: create's threads still setting up */
+    int start_rc;          /* under mu: the first refusal among them */
     bool terminated;       /* under mu: shut down and every thread gone */
     unsigned next_id;      /* under mu */
     unsigned long wakes;   /* under mu: tokens handed out (for tests) */
@@ -194,6 +275,19 @@ struct pool {
     char name[NAME_MAX_LEN + 1];
     bool named; /* the config gave a name (stats show it) */
     struct slot *slots;    /* max of them */
+
+    /* The configuration's hooks and placement; read-only. */
+    int (*on_thread_start)(void *ctx, unsigned index);
+    void (*on_thread_stop)(void *ctx, unsigned index);
+    void (*on_task_start)(void *ctx);
+    void (*on_task_end)(void *ctx);
+    void *hook_ctx;
+    size_t stack_size;
+    unsigned *cpus; /* our copy; NULL when ncpus is 0 */
+    size_t ncpus;
+    bool cpu_per_worker;
+
+    struct level lv[LEVELS_EXTRA]; /* HIGH and LOW */
 };
 
 static const struct serex__exec_class pool_class;
@@ -425,10 +519,15 @@ static bool batches_nonempty(struct pool *p)
     return false;
 }
 
-/* Work anywhere: the ring or a batch. */
+static bool levels_nonempty(struct pool *p);
+
+/* Work anywhere: the ring, a batch, or a level (the idle re-check). */
 static bool pool_has_work(struct pool *p)
 {
-    return queue_nonempty(p) || batches_nonempty(p);
+    /* seq_cst: the flag's part of the park handshake (see the essay) */
+    return queue_nonempty(p) || batches_nonempty(p) ||
+           (atomic_load_explicit(&p->levels_on, memory_order_seq_cst) &&
+            levels_nonempty(p));
 }
 
 /*
@@ -508,6 +607,165 @@ static void ring_try_shrink(struct pool *p)
     serex__free(small);
 }
 
+/* --- priority levels: HIGH and LOW (see the essay) --- */
+
+static struct level *level_of(serex_executor *ex)
+{
+    return serex__container_of(ex, struct level, face);
+}
+
+/* Makes the level's first ring, or doubles a full one. Under its lock. */
+static int level_grow(struct level *lv, uint64_t h, uint64_t t)
+{
+    uint64_t slots = lv->ring == NULL ? LEVEL_RING_MIN : (lv->mask + 1) * 2;
+    struct ring_slot *bigger = NULL;
+
+    if (lv->ring == NULL || slots > lv->mask + 1)
+        bigger = ring_alloc(slots);
+    if (bigger == NULL)
+        return SEREX_ENOMEM;
+    for (uint64_t i = h; i != t; i++) /* none when there was no ring */
+        bigger[i & (slots - 1)] = lv->ring[i & lv->mask];
+    serex__free(lv->ring);
+    lv->ring = bigger;
+    lv->mask = slots - 1;
+    return SEREX_OK;
+}
+
+/* Appends a task. Under the level's lock. */
+static int level_push(struct pool *p, struct level *lv, serex_fn fn, void *arg)
+{
+    /* seq_cst: the look a waiter for room makes after it counts itself
+     * (serex_execute_wait's handshake, executor.c); else the lock orders */
+    uint64_t h = atomic_load_explicit(&lv->head, memory_order_seq_cst);
+    /* relaxed: written under the lock, which we hold */
+    uint64_t t = atomic_load_explicit(&lv->tail, memory_order_relaxed);
+
+    if (p->capacity != 0 && t - h >= p->capacity) {
+        serex__room_full(); /* a serex_execute_wait may park: we signal */
+        return SEREX_EFULL;
+    }
+    if (lv->ring == NULL || t - h > lv->mask) {
+        int rc = level_grow(lv, h, t);
+
+        if (rc != SEREX_OK)
+            return rc;
+    }
+    lv->ring[t & lv->mask] = (struct ring_slot){fn, arg};
+    /* seq_cst: the publishing half of the park handshake, as in ring_push */
+    atomic_store_explicit(&lv->tail, t + 1, memory_order_seq_cst);
+    return SEREX_OK;
+}
+
+/*
+ * Takes the level's oldest task into *out, and says in *more whether
+ * others wait. A grown ring that empties is freed (the next task makes a
+ * small one), so memory goes back after a burst.
+ */
+static bool level_pop(struct pool *p, struct level *lv, struct ring_slot *out,
+                      bool *more)
+{
+    struct ring_slot *drop = NULL;
+    uint64_t h, t;
+
+    /* relaxed (both): a look without the lock; the idle re-checks order
+     * (levels_nonempty) */
+    if (atomic_load_explicit(&lv->head, memory_order_relaxed) ==
+        atomic_load_explicit(&lv->tail, memory_order_relaxed))
+        return false;
+    serex__spin_lock(&lv->lock);
+    /* relaxed (both): written under the lock, which we hold */
+    h = atomic_load_explicit(&lv->head, memory_order_relaxed);
+    t = atomic_load_explicit(&lv->tail, memory_order_relaxed);
+    if (h != t) {
+        *out = lv->ring[h & lv->mask];
+        /* seq_cst: a freed place, which a waiter for room must see before
+         * we look for waiters (serex__room_made, executor.c); the lock
+         * orders it for everyone else */
+        atomic_store_explicit(&lv->head, h + 1, memory_order_seq_cst);
+        *more = h + 1 != t;
+        if (h + 1 == t && lv->mask + 1 > LEVEL_RING_MIN) {
+            drop = lv->ring;
+            lv->ring = NULL;
+            lv->mask = 0;
+        }
+    }
+    serex__spin_unlock(&lv->lock);
+    serex__free(drop);
+    if (h != t && p->capacity != 0)
+        serex__room_made(); /* a place freed: wake serex_execute_wait */
+    return h != t;
+}
+
+static bool levels_nonempty(struct pool *p)
+{
+    for (unsigned i = 0; i < LEVELS_EXTRA; i++)
+        /* seq_cst (both): the re-check half of the park handshake */
+        if (atomic_load_explicit(&p->lv[i].tail, memory_order_seq_cst) !=
+            atomic_load_explicit(&p->lv[i].head, memory_order_seq_cst))
+            return true;
+    return false;
+}
+
+/* As pool_drained for the ring: empty, and no push can come. */
+static bool levels_drained(struct pool *p)
+{
+    bool empty = true;
+
+    for (unsigned i = 0; i < LEVELS_EXTRA; i++) {
+        struct level *lv = &p->lv[i];
+
+        serex__spin_lock(&lv->lock);
+        /* relaxed (both): under the lock */
+        empty = empty &&
+                atomic_load_explicit(&lv->head, memory_order_relaxed) ==
+                    atomic_load_explicit(&lv->tail, memory_order_relaxed);
+        serex__spin_unlock(&lv->lock);
+    }
+    return empty;
+}
+
+/* Takes a task by priority: HIGH, else NORMAL, else LOW. */
+static bool pool_take_levels(struct pool *p, struct slot *me,
+                             struct ring_slot *out, bool *more)
+{
+    return level_pop(p, &p->lv[LV_HIGH], out, more) ||
+           pool_take(p, me, out, more) ||
+           level_pop(p, &p->lv[LV_LOW], out, more);
+}
+
+/* What shutdown_now took from a level: its ring, to hand back. */
+struct level_claim {
+    struct ring_slot *ring;
+    uint64_t mask, h, t;
+};
+
+/* Takes every task of a level; STOP is set, so none can come. */
+static void level_claim(struct level *lv, struct level_claim *c)
+{
+    serex__spin_lock(&lv->lock);
+    c->ring = lv->ring;
+    c->mask = lv->mask;
+    /* relaxed (all): under the lock */
+    c->h = atomic_load_explicit(&lv->head, memory_order_relaxed);
+    c->t = atomic_load_explicit(&lv->tail, memory_order_relaxed);
+    atomic_store_explicit(&lv->head, c->t, memory_order_relaxed);
+    lv->ring = NULL;
+    lv->mask = 0;
+    serex__spin_unlock(&lv->lock);
+}
+
+/* Hands back what level_claim took, in order, and frees it. */
+static size_t level_hand_back(struct level_claim *c,
+                              serex_pending_fn on_pending, void *ctx)
+{
+    for (uint64_t i = c->h; i != c->t; i++)
+        serex__hand_back(c->ring[i & c->mask].fn, c->ring[i & c->mask].arg,
+                         on_pending, ctx);
+    serex__free(c->ring);
+    return (size_t)(c->t - c->h);
+}
+
 /* --- waking and growing --- */
 
 /*
@@ -531,9 +789,11 @@ static void pool_wake_one(struct pool *p)
 
 static int worker_main(void *arg);
 
-/* Starts a thread in a free slot. Under mu. */
-static int pool_start_thread(struct pool *p)
+/* Starts a thread in a free slot; @report: create waits for its setup's
+ * verdict. Under mu. */
+static int pool_start_thread(struct pool *p, bool report)
 {
+    struct serex__thread_opts opts = {.stack_size = p->stack_size};
     struct slot *s = NULL;
     int rc;
 
@@ -550,11 +810,16 @@ static int pool_start_thread(struct pool *p)
     }
     s->p = p;
     s->id = ++p->next_id;
-    rc = serex__thread_start(&s->thread, worker_main, s);
+    s->report = report;
+    /* The pool runs its own hooks (worker_setup): its stop hook must come
+     * before the thread stops counting, so the thread layer's are unused. */
+    rc = serex__thread_start_opts(&s->thread, worker_main, s, &opts);
     if (rc == SEREX_OK) {
         s->state = SLOT_LIVE;
         /* relaxed: under mu; lock-free readers only use it as a hint */
         atomic_fetch_add_explicit(&p->live, 1, memory_order_relaxed);
+        if (report)
+            p->unreported++;
     }
     return rc;
 }
@@ -570,7 +835,7 @@ static void pool_grow(struct pool *p)
     if (!(atomic_load_explicit(&p->state, memory_order_relaxed) &
           ST_SHUTDOWN) &&
         atomic_load_explicit(&p->live, memory_order_relaxed) < p->max)
-        (void)pool_start_thread(p); /* on failure the live workers run it */
+        (void)pool_start_thread(p, false); /* else the live workers run it */
     serex__mutex_unlock(&p->mu);
 }
 
@@ -665,17 +930,17 @@ static enum spin_result worker_spin(struct pool *p)
 
 /*
  * True when this worker may retire: extra, and idle for keep_alive. Under
- * mu. Its slot is marked exited here, so nothing of the pool is touched
- * after mu is released: a destroy may free the pool the moment the last
- * core worker exits, and only joins this thread.
+ * mu. It leaves `live` now, so that no other worker retires below the
+ * core count, and counts in `retiring` until worker_exit: termination
+ * waits for its stop hook (see the essay).
  */
-static bool worker_retire(struct pool *p, struct slot *s)
+static bool worker_retire(struct pool *p)
 {
     /* relaxed: live changes under mu, which we hold */
     if (atomic_load_explicit(&p->live, memory_order_relaxed) <= p->core)
         return false;
     atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed);
-    s->state = SLOT_EXITED;
+    p->retiring++;
     return true;
 }
 
@@ -687,7 +952,7 @@ static bool worker_retire(struct pool *p, struct slot *s)
  * is one (its wake-up is then served by this worker's look at the queue),
  * else leaves `sleepers`.
  */
-static bool worker_park(struct pool *p, struct slot *s, bool spinner)
+static bool worker_park(struct pool *p, bool spinner)
 {
     bool elastic = p->max > p->core, keep = true;
     int64_t deadline = elastic ? serex__deadline(p->keep_alive_ns) : INT64_MAX;
@@ -703,7 +968,7 @@ static bool worker_park(struct pool *p, struct slot *s, bool spinner)
             (atomic_load_explicit(&p->state, memory_order_relaxed) &
              ST_SHUTDOWN))
             break;
-        if (elastic && serex__now_ns() >= deadline && worker_retire(p, s)) {
+        if (elastic && serex__now_ns() >= deadline && worker_retire(p)) {
             keep = false;
             break;
         }
@@ -734,11 +999,11 @@ static bool pool_drained(struct pool *p)
     /* relaxed: head is only compared; a stale value only delays the exit */
     empty = p->put_tail == atomic_load_explicit(&p->head, memory_order_relaxed);
     serex__spin_unlock(&p->put_lock);
-    return empty && !batches_nonempty(p);
+    return empty && !batches_nonempty(p) && levels_drained(p);
 }
 
 /* The queue looked empty: spin, park, or leave. */
-static enum idle_result worker_idle(struct pool *p, struct slot *s)
+static enum idle_result worker_idle(struct pool *p)
 {
     /* acquire: the flags only; pool_drained does the ordering */
     uint32_t st = atomic_load_explicit(&p->state, memory_order_acquire);
@@ -755,21 +1020,39 @@ static enum idle_result worker_idle(struct pool *p, struct slot *s)
     spin = worker_spin(p);
     if (spin == SPIN_FOUND)
         return IDLE_AGAIN;
-    if (!worker_park(p, s, spin == SPIN_GAVE_UP))
+    if (!worker_park(p, spin == SPIN_GAVE_UP))
         return IDLE_RETIRED;
     ring_try_shrink(p);
     return IDLE_AGAIN;
 }
 
-static void worker_exit(struct pool *p, struct slot *s)
+/*
+ * A worker is gone: @retired, it left `live` in worker_retire already.
+ * Under mu. The one that brings `live` and `retiring` to 0 (only shutdown
+ * can: core threads leave only then) marks the pool terminated.
+ */
+static void worker_gone(struct pool *p, struct slot *s, bool retired)
 {
-    serex__mutex_lock(&p->mu);
-    /* relaxed: live changes under mu, which we hold */
-    if (atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed) == 1) {
+    unsigned live;
+
+    if (retired) {
+        p->retiring--;
+        /* relaxed: live changes under mu, which we hold */
+        live = atomic_load_explicit(&p->live, memory_order_relaxed);
+    } else { /* relaxed: as above */
+        live = atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed) - 1;
+    }
+    if (live == 0 && p->retiring == 0) {
         p->terminated = true;
         serex__cond_broadcast(&p->term_cv);
     }
-    s->state = SLOT_EXITED; /* our last touch of the pool */
+    s->state = SLOT_EXITED;
+}
+
+static void worker_exit(struct pool *p, struct slot *s, bool retired)
+{
+    serex__mutex_lock(&p->mu);
+    worker_gone(p, s, retired); /* our last touch of the pool */
     serex__mutex_unlock(&p->mu);
 }
 
@@ -781,6 +1064,71 @@ static void worker_name_self(struct pool *p, unsigned id)
     serex__thread_set_name(name);
 }
 
+/* Pins the calling worker, of slot @index, where the config says. */
+static int worker_pin(struct pool *p, struct slot *s, unsigned index)
+{
+    int rc = SEREX_OK;
+
+    if (!p->cpu_per_worker)
+        return serex__thread_pin_self(p->cpus, p->ncpus);
+    /* The threads create waits for try the whole set first, so a CPU only
+     * an extra thread would be given is refused by create, not later. */
+    if (s->report)
+        rc = serex__thread_pin_self(p->cpus, p->ncpus);
+    if (rc == SEREX_OK)
+        rc = serex__thread_pin_self(&p->cpus[index % p->ncpus], 1);
+    return rc;
+}
+
+/*
+ * A new worker pins itself and runs on_thread_start; create hears how it
+ * went. Returns false if the thread was refused: it has left the pool
+ * (its slot is free again) and must only return.
+ */
+static bool worker_setup(struct pool *p, struct slot *s)
+{
+    unsigned index = (unsigned)(s - p->slots);
+    int rc = p->ncpus != 0 ? worker_pin(p, s, index) : SEREX_OK;
+
+    if (rc == SEREX_OK && p->on_thread_start != NULL &&
+        p->on_thread_start(p->hook_ctx, index) != 0)
+        rc = SEREX_EREJECTED;
+    if (rc == SEREX_OK && !s->report)
+        return true;
+    serex__mutex_lock(&p->mu);
+    if (s->report) {
+        p->unreported--;
+        if (rc != SEREX_OK && p->start_rc == SEREX_OK)
+            p->start_rc = rc;
+        serex__cond_broadcast(&p->term_cv); /* create waits there */
+    }
+    if (rc != SEREX_OK)
+        worker_gone(p, s, false); /* our last touch of the pool */
+    serex__mutex_unlock(&p->mu);
+    return rc == SEREX_OK;
+}
+
+/* Takes the next task: the levels are looked at only once in use. */
+static bool worker_take(struct pool *p, struct slot *s, struct ring_slot *out,
+                        bool *more)
+{
+    /* relaxed: a hint on the busy path; idle re-checks read it seq_cst
+     * (see the essay) */
+    if (serex__unlikely(
+            atomic_load_explicit(&p->levels_on, memory_order_relaxed)))
+        return pool_take_levels(p, s, out, more);
+    return pool_take(p, s, out, more);
+}
+
+static void worker_run_hooked(struct pool *p, struct ring_slot *task)
+{
+    if (p->on_task_start != NULL)
+        p->on_task_start(p->hook_ctx);
+    task->fn(task->arg);
+    if (p->on_task_end != NULL)
+        p->on_task_end(p->hook_ctx);
+}
+
 static int worker_main(void *arg)
 {
     struct slot *s = arg;
@@ -788,21 +1136,22 @@ static int worker_main(void *arg)
     struct serex__frame frame;
     struct ring_slot task;
     bool was_idle = true; /* a new thread came for the work it will find */
+    enum idle_result r = IDLE_EXIT;
 
     worker_name_self(p, s->id);
-    /* Everything on this thread is a task of the pool (for EDEADLK). */
+    /* Everything on this thread, hooks included, is a task of the pool
+     * (for EDEADLK). */
     serex__frame_push(&frame, &p->base);
+    if (p->thread_setup && !worker_setup(p, s)) {
+        serex__frame_pop(&frame);
+        return 0;
+    }
     for (;;) {
         bool more = false;
 
-        if (!pool_take(p, s, &task, &more)) {
-            enum idle_result r = worker_idle(p, s);
-
-            if (r == IDLE_RETIRED) { /* the pool may be gone already */
-                serex__frame_pop(&frame);
-                return 0;
-            }
-            if (r == IDLE_EXIT)
+        if (!worker_take(p, s, &task, &more)) {
+            r = worker_idle(p);
+            if (r != IDLE_AGAIN)
                 break;
             was_idle = true;
             continue;
@@ -812,11 +1161,16 @@ static int worker_main(void *arg)
         if (more || (was_idle && queue_nonempty(p)))
             pool_signal_work(p);
         was_idle = false;
-        task.fn(task.arg);
+        if (serex__unlikely(p->task_hooks))
+            worker_run_hooked(p, &task);
+        else
+            task.fn(task.arg);
         serex__stat_add(&s->done, 1);
     }
+    if (p->on_thread_stop != NULL)
+        p->on_thread_stop(p->hook_ctx, (unsigned)(s - p->slots));
     serex__frame_pop(&frame);
-    worker_exit(p, s);
+    worker_exit(p, s, r == IDLE_RETIRED);
     return 0;
 }
 
@@ -928,19 +1282,49 @@ static void batches_hand_back(struct pool *p, serex_pending_fn on_pending,
     }
 }
 
+/*
+ * Empties the ring by moving head to tail, and claims every batch (no
+ * refill can run: we hold take_lock; no steal: STOP). Sets [*h, *t) to the
+ * ring's tasks and returns how many the batches hold. The slots stay as
+ * they are: no push can come any more (STOP), and it keeps idle workers
+ * from shrinking the ring, so they are read after unlocking, where
+ * on_pending may call back into the pool.
+ */
+static size_t normal_claim(struct pool *p, uint64_t *h, uint64_t *t)
+{
+    size_t n = 0;
+
+    serex__spin_lock(&p->put_lock);
+    serex__spin_lock(&p->take_lock);
+    /* relaxed: both ends are ours while we hold both locks */
+    *h = atomic_load_explicit(&p->head, memory_order_relaxed);
+    *t = p->put_tail;
+    atomic_store_explicit(&p->head, *t, memory_order_relaxed);
+    p->tail_seen = *t;
+    for (unsigned i = 0; i < p->max; i++) {
+        batch_claim(&p->slots[i]);
+        n += (size_t)(p->slots[i].taken_t - p->slots[i].taken_h);
+    }
+    serex__spin_unlock(&p->take_lock);
+    serex__spin_unlock(&p->put_lock);
+    return n;
+}
+
 static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
                                 void *ctx)
 {
     struct pool *p = pool_of(ex);
+    struct level_claim high, low;
     uint64_t h, t;
-    size_t n = 0;
+    size_t n;
 
     if (serex__forked_since(p->gen))
         return 0; /* a child: locks may be held by threads not here */
 
-    /* seq_cst: put_lock orders the flags against every execute (see the
-     * essay); seq_cst against the stealers count (see pool_steal). Only
-     * the call that sets STOP takes anything: the rest find nothing. */
+    /* seq_cst: put_lock and each level's lock order the flags against
+     * every execute (see the essay); seq_cst against the stealers count
+     * (see pool_steal). Only the call that sets STOP takes anything: the
+     * rest find nothing. */
     if (atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
                                  memory_order_seq_cst) & ST_STOP)
         return 0;
@@ -948,31 +1332,17 @@ static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
     /* seq_cst: after STOP (see pool_steal); pairs with its release drop */
     while (atomic_load_explicit(&p->stealers, memory_order_seq_cst) != 0)
         serex__thread_yield();
-    /*
-     * Empty the ring under both locks by moving head to tail, and claim
-     * every batch (no refill can run: we hold take_lock; no steal: STOP).
-     * The slots stay as they are: no push can come any more (STOP), and it
-     * keeps idle workers from shrinking the ring, so we read them after
-     * unlocking, where on_pending may call back into the pool.
-     */
-    serex__spin_lock(&p->put_lock);
-    serex__spin_lock(&p->take_lock);
-    /* relaxed: both ends are ours while we hold both locks */
-    h = atomic_load_explicit(&p->head, memory_order_relaxed);
-    t = p->put_tail;
-    atomic_store_explicit(&p->head, t, memory_order_relaxed);
-    p->tail_seen = t;
-    for (unsigned i = 0; i < p->max; i++) {
-        batch_claim(&p->slots[i]);
-        n += (size_t)(p->slots[i].taken_t - p->slots[i].taken_h);
-    }
-    serex__spin_unlock(&p->take_lock);
-    serex__spin_unlock(&p->put_lock);
+    level_claim(&p->lv[LV_HIGH], &high);
+    n = normal_claim(p, &h, &t);
+    level_claim(&p->lv[LV_LOW], &low);
     pool_wake_all(p);
-    batches_hand_back(p, on_pending, ctx); /* older than anything in the ring */
+    /* By level, highest first; NORMAL's batches are older than its ring */
+    n += level_hand_back(&high, on_pending, ctx);
+    batches_hand_back(p, on_pending, ctx);
     for (uint64_t i = h; i != t; i++)
         serex__hand_back(p->ring[i & p->mask].fn, p->ring[i & p->mask].arg,
                          on_pending, ctx);
+    n += level_hand_back(&low, on_pending, ctx);
     return n + (size_t)(t - h);
 }
 
@@ -996,6 +1366,17 @@ static int pool_await(serex_executor *ex, int64_t timeout_ns)
     return rc;
 }
 
+/* Frees the pool's memory, and nothing else. */
+static void pool_free_memory(struct pool *p)
+{
+    for (unsigned i = 0; i < LEVELS_EXTRA; i++)
+        serex__free(p->lv[i].ring);
+    serex__free(p->cpus);
+    serex__free(p->ring);
+    serex__free(p->slots);
+    serex__free(p);
+}
+
 /* Joins every thread ever started and frees the pool. */
 static void pool_free(struct pool *p)
 {
@@ -1011,9 +1392,7 @@ static void pool_free(struct pool *p)
     serex__cond_destroy(&p->term_cv);
     serex__cond_destroy(&p->work_cv);
     serex__mutex_destroy(&p->mu);
-    serex__free(p->ring);
-    serex__free(p->slots);
-    serex__free(p);
+    pool_free_memory(p);
 }
 
 static void pool_destroy(serex_executor *ex)
@@ -1024,9 +1403,7 @@ static void pool_destroy(serex_executor *ex)
         /* A child: no thread to join, and a lock may be held by a thread
          * that is not here. Give back the memory only; what was queued is
          * dropped with it. */
-        serex__free(p->ring);
-        serex__free(p->slots);
-        serex__free(p);
+        pool_free_memory(p);
         return;
     }
     pool_await(ex, SEREX_FOREVER); /* serex_destroy shut it down */
@@ -1042,9 +1419,133 @@ static const struct serex__exec_class pool_class = {
     "pool", pool_stats, NULL, pool_destroy,
 };
 
+/* --- the faces of HIGH and LOW --- */
+
+static int pool_face_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct level *lv = level_of(ex);
+    struct pool *p = lv->p;
+    int rc = SEREX_EREJECTED;
+
+    if (serex__unlikely(serex__forked_since(p->gen)))
+        return SEREX_EREJECTED; /* a child: our threads are not here */
+    serex__spin_lock(&lv->lock);
+    /* relaxed: the level's lock orders the flag against the pushes, as
+     * put_lock does for the ring (see the essay) */
+    if (!(atomic_load_explicit(&p->state, memory_order_relaxed) & ST_SHUTDOWN))
+        rc = level_push(p, lv, fn, arg);
+    if (rc != SEREX_OK)
+        lv->rejected++;
+    serex__spin_unlock(&lv->lock);
+    if (rc == SEREX_OK)
+        pool_signal_work(p);
+    return rc;
+}
+
+/* The rest of a face's life is its pool's. */
+static void pool_face_shutdown(serex_executor *ex)
+{
+    pool_shutdown(&level_of(ex)->p->base);
+}
+
+static size_t pool_face_shutdown_now(serex_executor *ex,
+                                     serex_pending_fn on_pending, void *ctx)
+{
+    return pool_shutdown_now(&level_of(ex)->p->base, on_pending, ctx);
+}
+
+static int pool_face_await(serex_executor *ex, int64_t timeout_ns)
+{
+    return pool_await(&level_of(ex)->p->base, timeout_ns);
+}
+
+static void pool_face_stats(serex_executor *ex, serex_stats *out)
+{
+    pool_stats(&level_of(ex)->p->base, out);
+}
+
+/* Waiting for a face is waiting for its pool (SEREX_EDEADLK, promise 7). */
+static bool pool_face_waits_on(serex_executor *ex,
+                               bool (*blocks)(serex_executor *))
+{
+    return blocks(&level_of(ex)->p->base);
+}
+
+static void pool_face_destroy(serex_executor *ex)
+{
+    (void)ex;
+    serex__misuse("serex_destroy", "a pool's priority face "
+                                   "(serex_pool_executor_at) goes with its "
+                                   "pool: destroy the pool");
+}
+
+static const struct serex__exec_class pool_face_class = {
+    SEREX__CLASS_OPS(pool_face_execute, pool_face_shutdown,
+                     pool_face_shutdown_now, pool_face_await),
+    "pool", pool_face_stats, pool_face_waits_on, pool_face_destroy,
+};
+
+serex_executor *serex_pool_executor_at(serex_executor *pool, unsigned level)
+{
+    const struct serex__exec_class *cls;
+    struct pool *p;
+
+    if (pool == NULL || level >= SEREX_POOL_PRIORITIES)
+        return NULL;
+    cls = serex__class_of(pool);
+    if (cls == &pool_face_class)
+        p = level_of(pool)->p;
+    else if (cls == &pool_class)
+        p = pool_of(pool);
+    else
+        return NULL;
+    if (level == SEREX_POOL_PRIORITY_NORMAL)
+        return &p->base;
+    /* acquire: a flag set by another thread is then ordered before our
+     * pushes; seq_cst store: before every push through the face (see the
+     * essay). Stored once: a call per task must not write a shared line. */
+    if (!atomic_load_explicit(&p->levels_on, memory_order_acquire))
+        atomic_store_explicit(&p->levels_on, 1, memory_order_seq_cst);
+    return &p->lv[level == SEREX_POOL_PRIORITY_HIGH ? LV_HIGH : LV_LOW].face;
+}
+
 /* --- creation --- */
 
-/* Resolves defaults; SEREX_EINVAL for contradictory values. */
+/*
+ * Hooks, stack and placement: SEREX_EINVAL for what cannot be honoured
+ * here (checked before any thread starts), SEREX_ENOMEM; copies cpus.
+ */
+static int pool_config_threads(const serex_pool_config *c, struct pool *p)
+{
+    struct serex__thread_opts opts = {.stack_size = c->stack_size};
+
+    if ((c->ncpus != 0 && c->cpus == NULL) ||
+        (c->cpu_per_worker && c->ncpus == 0) ||
+        c->ncpus > SIZE_MAX / sizeof *p->cpus ||
+        (c->ncpus != 0 && serex__cpus_check(c->cpus, c->ncpus) != SEREX_OK) ||
+        serex__thread_opts_check(&opts) != SEREX_OK)
+        return SEREX_EINVAL;
+    p->on_thread_start = c->on_thread_start;
+    p->on_thread_stop = c->on_thread_stop;
+    p->on_task_start = c->on_task_start;
+    p->on_task_end = c->on_task_end;
+    p->hook_ctx = c->hook_ctx;
+    p->stack_size = c->stack_size;
+    p->task_hooks = c->on_task_start != NULL || c->on_task_end != NULL;
+    p->thread_setup = c->on_thread_start != NULL || c->ncpus != 0;
+    if (c->ncpus == 0)
+        return SEREX_OK;
+    p->cpus = serex__alloc(c->ncpus * sizeof *p->cpus);
+    if (p->cpus == NULL)
+        return SEREX_ENOMEM;
+    for (size_t i = 0; i < c->ncpus; i++)
+        p->cpus[i] = c->cpus[i];
+    p->ncpus = c->ncpus;
+    p->cpu_per_worker = c->cpu_per_worker;
+    return SEREX_OK;
+}
+
+/* Resolves defaults; SEREX_EINVAL for contradictory values; SEREX_ENOMEM. */
 static int pool_config(const serex_pool_config *cfg, struct pool *p)
 {
     serex_pool_config c = {0};
@@ -1067,7 +1568,7 @@ static int pool_config(const serex_pool_config *cfg, struct pool *p)
     p->batching = p->max == p->core && p->capacity == 0;
     p->named = c.name != NULL && c.name[0] != '\0';
     snprintf(p->name, sizeof p->name, "%s", p->named ? c.name : "serex");
-    return SEREX_OK;
+    return pool_config_threads(&c, p);
 }
 
 static int pool_init_sync(struct pool *p)
@@ -1086,21 +1587,31 @@ fail_mu:
     return SEREX_ENOMEM;
 }
 
-/* Starts the core threads; on failure stops and joins those started. */
+/*
+ * Starts the core threads and, if they set up (pinning, a start hook),
+ * waits for every verdict. On failure sets STOP (the caller's pool_free
+ * joins them): SEREX_ENOMEM, or the first refusal (SEREX_EINVAL: a CPU;
+ * SEREX_EREJECTED: a start hook).
+ */
 static int pool_start_core(struct pool *p)
 {
     int rc = SEREX_OK;
 
     serex__mutex_lock(&p->mu);
     for (unsigned i = 0; i < p->core && rc == SEREX_OK; i++)
-        rc = pool_start_thread(p);
+        rc = pool_start_thread(p, p->thread_setup);
+    /* term_cv: nobody awaits a pool that create has not returned */
+    while (p->unreported > 0)
+        serex__cond_wait_until(&p->term_cv, &p->mu, INT64_MAX);
+    if (rc == SEREX_OK)
+        rc = p->start_rc;
     serex__mutex_unlock(&p->mu);
     if (rc == SEREX_OK)
         return SEREX_OK;
     atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
                              memory_order_release);
     pool_wake_all(p);
-    return SEREX_ENOMEM;
+    return rc;
 }
 
 int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
@@ -1118,20 +1629,22 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
     atomic_init(&p->spin_ns, SPIN_NS);
     rc = pool_config(cfg, p);
     if (rc != SEREX_OK) {
-        serex__free(p);
+        pool_free_memory(p);
         return rc;
     }
     p->slots = serex__calloc_aligned(SEREX__CACHELINE,
                                      p->max * sizeof *p->slots);
     p->ring = p->slots != NULL ? ring_alloc(RING_MIN) : NULL;
     if (p->ring == NULL || pool_init_sync(p) != SEREX_OK) {
-        serex__free(p->ring);
-        serex__free(p->slots);
-        serex__free(p);
+        pool_free_memory(p);
         return SEREX_ENOMEM;
     }
     p->mask = RING_MIN - 1;
     p->base.ops = &pool_class.ops;
+    for (unsigned i = 0; i < LEVELS_EXTRA; i++) {
+        p->lv[i].face.ops = &pool_face_class.ops;
+        p->lv[i].p = p;
+    }
     rc = pool_start_core(p);
     if (rc != SEREX_OK) {
         pool_free(p); /* joins the threads that did start */
@@ -1179,6 +1692,17 @@ static void pool_stats(serex_executor *ex, serex_stats *out)
 
         out->completed += atomic_load_explicit(&s->done, memory_order_relaxed);
         waiting += t > h ? t - h : 0;
+    }
+    for (unsigned i = 0; i < LEVELS_EXTRA; i++) {
+        struct level *lv = &p->lv[i];
+
+        serex__spin_lock(&lv->lock);
+        /* relaxed (both): under the lock */
+        out->submitted += atomic_load_explicit(&lv->tail, memory_order_relaxed);
+        out->rejected += lv->rejected;
+        waiting += atomic_load_explicit(&lv->tail, memory_order_relaxed) -
+                   atomic_load_explicit(&lv->head, memory_order_relaxed);
+        serex__spin_unlock(&lv->lock);
     }
     out->queued = waiting;
     out->threads = atomic_load_explicit(&p->live, memory_order_relaxed);

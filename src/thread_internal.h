@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * thread_internal.h - the platform layer: everything serex needs of the
- * operating system (threads, mutexes, condition variables, once, thread
- * exit destructors, the monotonic clock, CPU count, thread names, timer
- * slack, yielding, the fork hook) behind one interface. No other file of
+ * operating system (threads and their stack sizes, mutexes, condition
+ * variables, once, thread exit destructors, the monotonic clock, CPU count
+ * and affinity, thread names, timer slack, yielding, the fork hook) behind
+ * one interface. No other file of
  * src/ includes an OS header or tests an OS macro (scripts/check_layers.sh
  * enforces it).
  *
@@ -121,8 +122,45 @@ typedef tss_t serex__tls_key;
 
 typedef int (*serex__thread_fn)(void *arg);
 
+/*
+ * How to start a thread (serex__thread_start_opts); zero-initialise it
+ * for the defaults, which are serex__thread_start's.
+ *
+ * stack_size: bytes of stack for the new thread; 0: the platform's
+ *   default. POSIX: rounded up to whole pages and to at least
+ *   PTHREAD_STACK_MIN (pthread_attr_setstacksize). Win32: the stack's
+ *   reservation (_beginthreadex with STACK_SIZE_PARAM_IS_A_RESERVATION;
+ *   Windows rounds it to its allocation granularity), at most UINT_MAX.
+ *   C11 <threads.h> cannot ask for one: non-zero is SEREX_EINVAL there.
+ * on_start, on_stop: run on the new thread, with hook_ctx and index:
+ *   on_start before fn, on_stop after fn returns. With on_start, the start
+ *   call waits until it has returned (so a thread is either running fn or
+ *   gone when the call returns); non-zero from it ends the thread without
+ *   fn or on_stop, and the start call joins it and says SEREX_EREJECTED.
+ *   Neither runs inside a serex task frame (executor_internal.h): fn
+ *   pushes its own, so a hook that waits for the executor the thread
+ *   serves is not told SEREX_EDEADLK.
+ */
+struct serex__thread_opts {
+    size_t stack_size;
+    int (*on_start)(void *ctx, unsigned index);
+    void (*on_stop)(void *ctx, unsigned index);
+    void *hook_ctx;
+    unsigned index;
+};
+
 /* All return SEREX_OK or a negative serex status (ENOMEM for resources). */
 int serex__thread_start(serex__thread *t, serex__thread_fn fn, void *arg);
+/*
+ * serex__thread_start with @opts (NULL: none). SEREX_EINVAL if the back
+ * end cannot honour them (serex__thread_opts_check), SEREX_EREJECTED if
+ * on_start refused (the thread is joined), SEREX_ENOMEM.
+ */
+int serex__thread_start_opts(serex__thread *t, serex__thread_fn fn, void *arg,
+                             const struct serex__thread_opts *opts);
+/* SEREX_OK if this back end can honour @opts, else SEREX_EINVAL (a stack
+ * size with C11 threads); starts nothing. */
+int serex__thread_opts_check(const struct serex__thread_opts *opts);
 void serex__thread_join(serex__thread t);
 void serex__thread_yield(void);
 /* Sets the calling thread's name where the platform has names. */
@@ -171,6 +209,37 @@ int64_t serex__deadline(int64_t timeout_ns);
 
 /* Online CPUs, at least 1. */
 unsigned serex__cpu_count(void);
+
+/*
+ * Hard affinity: pinning a thread to a set of CPUs, numbered as the OS
+ * numbers them. Linux: sched_setaffinity on the calling thread, any back
+ * end; CPUs below CPU_SETSIZE (1024). Windows: SetThreadAffinityMask, in
+ * the process's processor group only: CPUs below 64 (32 on 32-bit
+ * Windows) and in the process's affinity mask; no processor groups.
+ * Elsewhere (macOS, whose affinity is only a hint; the BSDs; others) there
+ * is none, and every call below says so.
+ */
+/*
+ * What can be checked before any thread runs: SEREX_OK, or SEREX_EINVAL
+ * where the platform has no hard affinity, @n is 0, or a CPU is out of
+ * the platform's range (Windows: not in the process's mask either).
+ */
+int serex__cpus_check(const unsigned *cpus, size_t n);
+/*
+ * Pins the calling thread to the set @cpus[0..n) (duplicates allowed).
+ * SEREX_OK; SEREX_EINVAL where there is no hard affinity or the OS refused
+ * a CPU. Linux reads the set back: a CPU that is offline, absent or
+ * outside the process's cpuset (which the kernel drops silently while it
+ * keeps the others) is SEREX_EINVAL too; the thread may then be pinned to
+ * part of the set.
+ */
+int serex__thread_pin_self(const unsigned *cpus, size_t n);
+/*
+ * The calling thread's CPUs, ascending: writes the first @cap of them to
+ * @cpus and returns how many there are; 0 where unknown (no hard
+ * affinity). For tests.
+ */
+size_t serex__thread_get_affinity(unsigned *cpus, size_t cap);
 
 /* A pause for spin loops (x86 PAUSE, ARM YIELD, or nothing). */
 static inline void serex__cpu_relax(void)

@@ -10,6 +10,12 @@
  *                 (itself only); FreeBSD, OpenBSD pthread_set_name_np;
  *                 NetBSD pthread_setname_np(thread, "%s", name)
  *   timer slack   Linux only (PR_SET_TIMERSLACK); elsewhere nothing
+ *   affinity      Linux sched_setaffinity on the calling thread (any back
+ *                 end), read back to catch CPUs the kernel dropped;
+ *                 elsewhere none (macOS's affinity tags are hints): every
+ *                 pinning call says SEREX_EINVAL
+ *   stack size    POSIX: pthread_attr_setstacksize, rounded up to whole
+ *                 pages and PTHREAD_STACK_MIN; C11: none (SEREX_EINVAL)
  *   timed waits   POSIX: a CLOCK_MONOTONIC condition variable where
  *                 pthread_condattr_setclock works; macOS (no setclock):
  *                 pthread_cond_timedwait_relative_np; otherwise the
@@ -35,9 +41,11 @@
 
 #include "thread_internal.h"
 
+#include <limits.h>  /* PTHREAD_STACK_MIN */
 #include <pthread.h> /* pthread_atfork, names */
-#include <sched.h>   /* sched_yield */
+#include <sched.h>   /* sched_yield, sched_setaffinity */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>  /* malloc, aligned_alloc, free */
 #include <string.h>  /* strncpy */
 #include <time.h>    /* clock_gettime, timespec_get */
@@ -109,6 +117,79 @@ void serex__thread_yield(void)
     sched_yield();
 }
 
+/* --- CPU affinity --- */
+
+#if defined(__linux__)
+
+int serex__cpus_check(const unsigned *cpus, size_t n)
+{
+    if (n == 0)
+        return SEREX_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (cpus[i] >= (unsigned)CPU_SETSIZE)
+            return SEREX_EINVAL;
+    return SEREX_OK;
+}
+
+int serex__thread_pin_self(const unsigned *cpus, size_t n)
+{
+    cpu_set_t want, got;
+
+    if (serex__cpus_check(cpus, n) != SEREX_OK)
+        return SEREX_EINVAL;
+    CPU_ZERO(&want);
+    for (size_t i = 0; i < n; i++)
+        CPU_SET(cpus[i], &want);
+    /* pid 0 is the calling thread. The kernel keeps only the CPUs that are
+     * online and in our cpuset, failing only if none is: read it back. */
+    if (sched_setaffinity(0, sizeof want, &want) != 0 ||
+        sched_getaffinity(0, sizeof got, &got) != 0)
+        return SEREX_EINVAL;
+    return CPU_EQUAL(&want, &got) ? SEREX_OK : SEREX_EINVAL;
+}
+
+size_t serex__thread_get_affinity(unsigned *cpus, size_t cap)
+{
+    cpu_set_t set;
+    size_t n = 0;
+
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 0;
+    for (unsigned c = 0; c < (unsigned)CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &set))
+            continue;
+        if (n < cap)
+            cpus[n] = c;
+        n++;
+    }
+    return n;
+}
+
+#else /* no hard affinity here */
+
+int serex__cpus_check(const unsigned *cpus, size_t n)
+{
+    (void)cpus;
+    (void)n;
+    return SEREX_EINVAL;
+}
+
+int serex__thread_pin_self(const unsigned *cpus, size_t n)
+{
+    (void)cpus;
+    (void)n;
+    return SEREX_EINVAL;
+}
+
+size_t serex__thread_get_affinity(unsigned *cpus, size_t cap)
+{
+    (void)cpus;
+    (void)cap;
+    return 0;
+}
+
+#endif
+
 void serex__thread_set_name(const char *name)
 {
     char buf[16]; /* Linux keeps 15 characters; the others more */
@@ -164,36 +245,97 @@ void serex__os_free(void *p)
     free(p);
 }
 
+/* --- starting threads: options and start hooks (both back ends) --- */
+
+/*
+ * What serex__thread_start_opts waits on while the new thread runs its
+ * on_start. It lives on the starter's stack, which it leaves only once it
+ * has seen `done` under mu: the new thread's unlock is its last touch.
+ */
+struct start_sync {
+    serex__mutex mu;
+    serex__cond cv;
+    bool done; /* under mu */
+    int rc;    /* under mu: on_start's answer */
+};
+
+/* The new thread's start: a heap copy it frees first thing. */
+struct start_ctx {
+    serex__thread_fn fn;
+    void *arg;
+    struct serex__thread_opts o;
+    struct start_sync *sync; /* the starter waits here; NULL: no on_start */
+};
+
+/* The new thread's life: on_start (reported), fn, on_stop. */
+static int thread_body(void *p)
+{
+    struct start_ctx c = *(struct start_ctx *)p;
+    int ret;
+
+    serex__free(p);
+    if (c.sync != NULL) {
+        int rc = c.o.on_start(c.o.hook_ctx, c.o.index) != 0 ? SEREX_EREJECTED
+                                                             : SEREX_OK;
+
+        serex__mutex_lock(&c.sync->mu);
+        c.sync->rc = rc;
+        c.sync->done = true;
+        serex__cond_signal(&c.sync->cv);
+        serex__mutex_unlock(&c.sync->mu); /* our last touch of it */
+        if (rc != SEREX_OK)
+            return 0;
+    }
+    ret = c.fn(c.arg);
+    if (c.o.on_stop != NULL)
+        c.o.on_stop(c.o.hook_ctx, c.o.index);
+    return ret;
+}
+
 #if defined(SEREX__THREADS_POSIX)
 
 /* --- POSIX threads --- */
 
-struct start_ctx {
-    serex__thread_fn fn;
-    void *arg;
-};
-
 static void *thread_trampoline(void *p)
 {
-    struct start_ctx ctx = *(struct start_ctx *)p;
-
-    serex__free(p);
-    return (void *)(intptr_t)ctx.fn(ctx.arg);
+    return (void *)(intptr_t)thread_body(p);
 }
 
-int serex__thread_start(serex__thread *t, serex__thread_fn fn, void *arg)
+/* Whole pages, at least PTHREAD_STACK_MIN: some systems (macOS) refuse
+ * anything else. */
+static int attr_stack_size(pthread_attr_t *attr, size_t size)
 {
-    struct start_ctx *ctx = serex__alloc(sizeof *ctx);
+    long page = sysconf(_SC_PAGESIZE);
+    size_t pg = page > 0 ? (size_t)page : 4096;
 
-    if (ctx == NULL)
+#if defined(PTHREAD_STACK_MIN)
+    if (size < (size_t)PTHREAD_STACK_MIN)
+        size = (size_t)PTHREAD_STACK_MIN;
+#endif
+    if (size > SIZE_MAX - (pg - 1))
+        return SEREX_EINVAL;
+    size = (size + pg - 1) / pg * pg;
+    return pthread_attr_setstacksize(attr, size) == 0 ? SEREX_OK
+                                                      : SEREX_EINVAL;
+}
+
+static int thread_create(serex__thread *t, struct start_ctx *ctx,
+                         size_t stack_size)
+{
+    pthread_attr_t attr;
+    int rc;
+
+    if (stack_size == 0)
+        return pthread_create(t, NULL, thread_trampoline, ctx) == 0
+                   ? SEREX_OK
+                   : SEREX_ENOMEM;
+    if (pthread_attr_init(&attr) != 0)
         return SEREX_ENOMEM;
-    ctx->fn = fn;
-    ctx->arg = arg;
-    if (pthread_create(t, NULL, thread_trampoline, ctx) != 0) {
-        serex__free(ctx);
-        return SEREX_ENOMEM;
-    }
-    return SEREX_OK;
+    rc = attr_stack_size(&attr, stack_size);
+    if (rc == SEREX_OK && pthread_create(t, &attr, thread_trampoline, ctx) != 0)
+        rc = SEREX_ENOMEM;
+    pthread_attr_destroy(&attr);
+    return rc;
 }
 
 void serex__thread_join(serex__thread t)
@@ -296,9 +438,12 @@ void serex__tls_set(serex__tls_key key, void *value)
 
 /* --- C11 threads --- */
 
-int serex__thread_start(serex__thread *t, serex__thread_fn fn, void *arg)
+static int thread_create(serex__thread *t, struct start_ctx *ctx,
+                         size_t stack_size)
 {
-    return thrd_create(t, fn, arg) == thrd_success ? SEREX_OK : SEREX_ENOMEM;
+    (void)stack_size; /* always 0: serex__thread_opts_check refused it */
+    return thrd_create(t, thread_body, ctx) == thrd_success ? SEREX_OK
+                                                            : SEREX_ENOMEM;
 }
 
 void serex__thread_join(serex__thread t)
@@ -363,6 +508,95 @@ void serex__tls_set(serex__tls_key key, void *value)
 }
 
 #endif /* back ends */
+
+/* --- starting threads, continued --- */
+
+int serex__thread_opts_check(const struct serex__thread_opts *opts)
+{
+#if defined(SEREX__THREADS_C11)
+    if (opts != NULL && opts->stack_size != 0)
+        return SEREX_EINVAL; /* <threads.h> has no way to ask for one */
+#else
+    (void)opts;
+#endif
+    return SEREX_OK;
+}
+
+static int start_sync_init(struct start_sync *s)
+{
+    s->done = false;
+    s->rc = SEREX_OK;
+    if (serex__mutex_init(&s->mu) != SEREX_OK)
+        return SEREX_ENOMEM;
+    if (serex__cond_init(&s->cv) != SEREX_OK) {
+        serex__mutex_destroy(&s->mu);
+        return SEREX_ENOMEM;
+    }
+    return SEREX_OK;
+}
+
+static void start_sync_fini(struct start_sync *s)
+{
+    serex__cond_destroy(&s->cv);
+    serex__mutex_destroy(&s->mu);
+}
+
+/* Waits for the new thread's on_start; returns its answer. */
+static int start_sync_wait(struct start_sync *s)
+{
+    int rc;
+
+    serex__mutex_lock(&s->mu);
+    while (!s->done)
+        serex__cond_wait_until(&s->cv, &s->mu, INT64_MAX);
+    rc = s->rc;
+    serex__mutex_unlock(&s->mu);
+    start_sync_fini(s);
+    return rc;
+}
+
+int serex__thread_start_opts(serex__thread *t, serex__thread_fn fn, void *arg,
+                             const struct serex__thread_opts *opts)
+{
+    struct start_sync sync;
+    struct start_ctx *ctx;
+    bool wait;
+    int rc = serex__thread_opts_check(opts);
+
+    if (rc != SEREX_OK)
+        return rc;
+    ctx = serex__alloc(sizeof *ctx);
+    if (ctx == NULL)
+        return SEREX_ENOMEM;
+    *ctx = (struct start_ctx){.fn = fn, .arg = arg};
+    if (opts != NULL)
+        ctx->o = *opts;
+    wait = ctx->o.on_start != NULL;
+    if (wait && start_sync_init(&sync) != SEREX_OK) {
+        serex__free(ctx);
+        return SEREX_ENOMEM;
+    }
+    if (wait)
+        ctx->sync = &sync;
+    rc = thread_create(t, ctx, ctx->o.stack_size);
+    if (rc != SEREX_OK) {
+        serex__free(ctx);
+        if (wait)
+            start_sync_fini(&sync);
+        return rc;
+    }
+    if (!wait)
+        return SEREX_OK;
+    rc = start_sync_wait(&sync);
+    if (rc != SEREX_OK)
+        serex__thread_join(*t); /* it returned without running fn */
+    return rc;
+}
+
+int serex__thread_start(serex__thread *t, serex__thread_fn fn, void *arg)
+{
+    return serex__thread_start_opts(t, fn, arg, NULL);
+}
 
 #else /* _WIN32: thread_win.c */
 

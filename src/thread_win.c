@@ -13,6 +13,13 @@
  *                pthread key destructor does
  *   clock        QueryPerformanceCounter / QueryPerformanceFrequency
  *   CPUs         GetActiveProcessorCount(ALL_PROCESSOR_GROUPS)
+ *   affinity     SetThreadAffinityMask, within the process's processor
+ *                group: CPUs below 64 (32 on 32-bit Windows) that are in
+ *                GetProcessAffinityMask; no processor groups. Windows has
+ *                no getter: reading sets the process's mask and puts the
+ *                old one back
+ *   stack size   _beginthreadex's, as a reservation
+ *                (STACK_SIZE_PARAM_IS_A_RESERVATION), at most UINT_MAX
  *   names        SetThreadDescription (Windows 10 1607+), looked up at
  *                run time in kernel32 so older systems still load us
  *   timer slack  nothing to do; fork: Windows has none (serex__atfork
@@ -23,9 +30,11 @@
 
 #include "thread_internal.h"
 
+#include <limits.h>  /* CHAR_BIT, UINT_MAX */
 #include <malloc.h>  /* _aligned_malloc */
 #include <process.h> /* _beginthreadex */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>  /* memset */
 
@@ -75,6 +84,54 @@ unsigned serex__cpu_count(void)
 void serex__thread_yield(void)
 {
     SwitchToThread();
+}
+
+/* --- CPU affinity --- */
+
+int serex__cpus_check(const unsigned *cpus, size_t n)
+{
+    DWORD_PTR proc, sys;
+
+    if (n == 0 || !GetProcessAffinityMask(GetCurrentProcess(), &proc, &sys))
+        return SEREX_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (cpus[i] >= sizeof(DWORD_PTR) * CHAR_BIT ||
+            !((proc >> cpus[i]) & 1))
+            return SEREX_EINVAL;
+    return SEREX_OK;
+}
+
+int serex__thread_pin_self(const unsigned *cpus, size_t n)
+{
+    DWORD_PTR mask = 0;
+
+    if (serex__cpus_check(cpus, n) != SEREX_OK)
+        return SEREX_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        mask |= (DWORD_PTR)1 << cpus[i];
+    return SetThreadAffinityMask(GetCurrentThread(), mask) != 0 ? SEREX_OK
+                                                                : SEREX_EINVAL;
+}
+
+size_t serex__thread_get_affinity(unsigned *cpus, size_t cap)
+{
+    DWORD_PTR proc, sys, old;
+    size_t n = 0;
+
+    if (!GetProcessAffinityMask(GetCurrentProcess(), &proc, &sys))
+        return 0;
+    old = SetThreadAffinityMask(GetCurrentThread(), proc);
+    if (old == 0)
+        return 0;
+    SetThreadAffinityMask(GetCurrentThread(), old);
+    for (unsigned c = 0; c < sizeof(DWORD_PTR) * CHAR_BIT; c++) {
+        if (!((old >> c) & 1))
+            continue;
+        if (n < cap)
+            cpus[n] = c;
+        n++;
+    }
+    return n;
 }
 
 typedef HRESULT(WINAPI *set_description_fn)(HANDLE, PCWSTR);
@@ -135,35 +192,117 @@ void serex__os_free(void *p)
 
 /* --- threads --- */
 
+/*
+ * What serex__thread_start_opts waits on while the new thread runs its
+ * on_start (as in thread_unix.c). It lives on the starter's stack, which
+ * it leaves only once it has seen `done` under mu.
+ */
+struct start_sync {
+    serex__mutex mu;
+    serex__cond cv;
+    bool done; /* under mu */
+    int rc;    /* under mu: on_start's answer */
+};
+
+/* The new thread's start: a heap copy it frees first thing. */
 struct start_ctx {
     serex__thread_fn fn;
     void *arg;
+    struct serex__thread_opts o;
+    struct start_sync *sync; /* the starter waits here; NULL: no on_start */
 };
 
+/* The new thread's life: on_start (reported), fn, on_stop. */
 static unsigned __stdcall thread_trampoline(void *p)
 {
-    struct start_ctx ctx = *(struct start_ctx *)p;
+    struct start_ctx c = *(struct start_ctx *)p;
+    int ret;
 
     serex__free(p);
-    return (unsigned)ctx.fn(ctx.arg);
+    if (c.sync != NULL) {
+        int rc = c.o.on_start(c.o.hook_ctx, c.o.index) != 0 ? SEREX_EREJECTED
+                                                             : SEREX_OK;
+
+        serex__mutex_lock(&c.sync->mu);
+        c.sync->rc = rc;
+        c.sync->done = true;
+        serex__cond_signal(&c.sync->cv);
+        serex__mutex_unlock(&c.sync->mu); /* our last touch of it */
+        if (rc != SEREX_OK)
+            return 0;
+    }
+    ret = c.fn(c.arg);
+    if (c.o.on_stop != NULL)
+        c.o.on_stop(c.o.hook_ctx, c.o.index);
+    return (unsigned)ret;
 }
 
-int serex__thread_start(serex__thread *t, serex__thread_fn fn, void *arg)
+int serex__thread_opts_check(const struct serex__thread_opts *opts)
 {
-    struct start_ctx *ctx = serex__alloc(sizeof *ctx);
-    uintptr_t h;
+    if (opts != NULL && (uint64_t)opts->stack_size > UINT_MAX)
+        return SEREX_EINVAL; /* _beginthreadex takes an unsigned */
+    return SEREX_OK;
+}
 
+/* Waits for the new thread's on_start; returns its answer. */
+static int start_sync_wait(struct start_sync *s)
+{
+    int rc;
+
+    serex__mutex_lock(&s->mu);
+    while (!s->done)
+        serex__cond_wait_until(&s->cv, &s->mu, INT64_MAX);
+    rc = s->rc;
+    serex__mutex_unlock(&s->mu);
+    return rc; /* an SRWLOCK and a CONDITION_VARIABLE need no destroy */
+}
+
+int serex__thread_start_opts(serex__thread *t, serex__thread_fn fn, void *arg,
+                             const struct serex__thread_opts *opts)
+{
+    struct start_sync sync;
+    struct start_ctx *ctx;
+    uintptr_t h;
+    unsigned stack;
+    bool wait;
+    int rc = serex__thread_opts_check(opts);
+
+    if (rc != SEREX_OK)
+        return rc;
+    ctx = serex__alloc(sizeof *ctx);
     if (ctx == NULL)
         return SEREX_ENOMEM;
-    ctx->fn = fn;
-    ctx->arg = arg;
-    h = _beginthreadex(NULL, 0, thread_trampoline, ctx, 0, NULL);
+    *ctx = (struct start_ctx){.fn = fn, .arg = arg};
+    if (opts != NULL)
+        ctx->o = *opts;
+    wait = ctx->o.on_start != NULL;
+    if (wait) {
+        serex__mutex_init(&sync.mu); /* cannot fail on Windows */
+        serex__cond_init(&sync.cv);
+        sync.done = false;
+        sync.rc = SEREX_OK;
+        ctx->sync = &sync;
+    }
+    stack = (unsigned)ctx->o.stack_size;
+    h = _beginthreadex(NULL, stack, thread_trampoline, ctx,
+                       stack != 0 ? STACK_SIZE_PARAM_IS_A_RESERVATION : 0,
+                       NULL);
     if (h == 0) {
         serex__free(ctx);
         return SEREX_ENOMEM;
     }
     *t = (HANDLE)h;
-    return SEREX_OK;
+    if (!wait)
+        return SEREX_OK;
+    rc = start_sync_wait(&sync);
+    if (rc != SEREX_OK)
+        serex__thread_join(*t); /* it returned without running fn */
+    return rc;
+}
+
+int serex__thread_start(serex__thread *t, serex__thread_fn fn, void *arg)
+{
+    return serex__thread_start_opts(t, fn, arg, NULL);
 }
 
 void serex__thread_join(serex__thread t)

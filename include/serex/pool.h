@@ -12,16 +12,99 @@ extern "C" {
 #endif
 
 /*
+ * Priority levels (since 0.2.0): each pool has SEREX_POOL_PRIORITIES
+ * queues, 0 the highest. The pool's own executor is level
+ * SEREX_POOL_PRIORITY_NORMAL; serex_pool_executor_at gives the others (as
+ * the Windows thread pool's TP_CALLBACK_PRIORITY_HIGH, _NORMAL, _LOW).
+ */
+#define SEREX_POOL_PRIORITIES 3
+#define SEREX_POOL_PRIORITY_HIGH 0
+#define SEREX_POOL_PRIORITY_NORMAL 1 /* the pool itself */
+#define SEREX_POOL_PRIORITY_LOW 2
+
+/*
  * Pool configuration; zero-initialise it (or pass NULL) for the defaults.
- * New fields are only ever added at the end.
+ * New fields are only ever added at the end. The fields from
+ * on_thread_start on are since 0.2.0.
  */
 typedef struct serex_pool_config {
     unsigned threads;      /* core threads; 0: online CPUs (at most max) */
     unsigned max_threads;  /* 0: = threads; > threads: grows when all busy */
     int64_t keep_alive_ns; /* idle time before an extra thread exits; 0: 60 s */
-    size_t queue_capacity; /* tasks waiting to start; 0: unbounded */
+    size_t queue_capacity; /* tasks waiting to start, per priority level;
+                              0: unbounded */
     const char *name;      /* thread names "<name>-<n>", and stats.name (cut
                               to 15 bytes); NULL: "serex", stats "pool" */
+
+    /*
+     * Worker thread hooks; NULL: none. Each runs on the worker thread
+     * itself, with hook_ctx and the worker's index: its slot, in
+     * [0, max_threads); no two live workers share one, and a slot an
+     * extra thread left may be taken by a later one. The core threads
+     * started by serex_pool_create have 0 .. threads - 1.
+     * on_thread_start runs before the thread's first task. Returns: 0 to
+     * let the thread serve; anything else refuses it: for a core thread,
+     * serex_pool_create then fails with SEREX_EREJECTED (it stops and
+     * joins every thread it started first, running their on_thread_stop,
+     * and leaves nothing behind); an extra thread (max_threads > threads)
+     * just ends, and the pool goes on with the threads it has (a later
+     * submission that finds every worker busy may start another).
+     * on_thread_stop runs after the thread's last task, once for every
+     * thread whose on_thread_start returned 0 (or that had none); all
+     * have returned when serex_await_termination says SEREX_OK.
+     * Ownership: hook_ctx stays the caller's; it must outlive the pool.
+     * Threads: serex_pool_create waits for its core threads' start hooks,
+     * which run at the same time on their threads; an extra thread's
+     * runs inside no caller. A hook runs as the pool's tasks do (await or
+     * destroy of the pool from it say SEREX_EDEADLK) and must return.
+     */
+    int (*on_thread_start)(void *ctx, unsigned index);
+    void (*on_thread_stop)(void *ctx, unsigned index);
+    void *hook_ctx; /* given to every hook, thread and task hooks alike */
+
+    /*
+     * stack_size: each worker's stack in bytes; 0: the platform's
+     * default. POSIX threads: rounded up to whole pages and at least
+     * PTHREAD_STACK_MIN; Windows: the stack's reservation. The C11
+     * <threads.h> back end (SEREX_THREADS=c11, the usual choice on glibc,
+     * musl and FreeBSD) has no way to set one: there a non-zero
+     * stack_size is SEREX_EINVAL (build with SEREX_THREADS=posix to use
+     * it).
+     */
+    size_t stack_size;
+
+    /*
+     * Placement: the CPUs the workers may run on, numbered as the OS
+     * numbers them; ncpus 0: anywhere (cpus is ignored). Every worker is
+     * pinned to the whole set, or with cpu_per_worker, worker i to
+     * cpus[i % ncpus] (i its index, as for the hooks). Applied by each
+     * worker to itself before its start hook and its first task: Linux
+     * sched_setaffinity, Windows SetThreadAffinityMask.
+     * Returns (from serex_pool_create): SEREX_EINVAL where the platform
+     * has no hard affinity (macOS, whose affinity is only a hint; the
+     * BSDs; others), rather than ignoring it; for a CPU that is not
+     * present, not online or not allowed to the process (Linux: its
+     * cpuset), or 1024 or above (Linux) or 64 or above (Windows, which
+     * serex does not pin across processor groups; 32 on 32-bit Windows);
+     * and for ncpus > 0 with cpus NULL, or cpu_per_worker with ncpus 0.
+     * Ownership: cpus is copied; the caller may free it on return.
+     */
+    const unsigned *cpus;
+    size_t ncpus;
+    bool cpu_per_worker;
+
+    /*
+     * Task hooks, for tracing (Java's beforeExecute and afterExecute):
+     * on_task_start(hook_ctx) just before each task the pool runs, and
+     * on_task_end(hook_ctx) just after it, on the worker that runs it. A
+     * task here is what the pool runs: a serial's or a striped lane's
+     * drain is one task that runs many of yours; a task handed back by
+     * shutdown_now never ran, and no hook sees it. NULL: none; a pool
+     * without task hooks pays one predictable branch per task.
+     * Threads: every worker at once; each hook must return.
+     */
+    void (*on_task_start)(void *ctx);
+    void (*on_task_end)(void *ctx);
 } serex_pool_config;
 
 /*
@@ -36,17 +119,57 @@ typedef struct serex_pool_config {
  * fork(): in a child process, a pool made before the fork refuses tasks
  * (SEREX_EREJECTED; its threads are not in the child), reports termination
  * at once, and serex_destroy only frees its memory. New pools work.
- * @cfg and cfg->name are copied. *@out is set on success, NULL on failure.
+ * Thread hooks, stack size, placement and task hooks: see the config.
+ * @cfg, cfg->name and cfg->cpus are copied. *@out is set on success, NULL
+ * on failure.
  * Returns:   SEREX_OK; SEREX_EINVAL if out is NULL, max_threads is non-zero
- *            and below threads, or keep_alive_ns is negative; SEREX_ENOMEM
- *            (also when a core thread cannot be started). No thread is
- *            left behind on failure.
+ *            and below threads, keep_alive_ns is negative, stack_size
+ *            cannot be honoured, or the placement cannot (see the
+ *            config); SEREX_EREJECTED if a core thread's on_thread_start
+ *            refused it; SEREX_ENOMEM (also when a core thread cannot be
+ *            started). No thread is left behind on failure.
  * Ownership: the caller owns the pool; free it with serex_destroy.
  * Threads:   any thread. execute never blocks and may be called from any
  *            number of threads at once; two pools share no state.
  */
 SEREX_API int serex_pool_create(const serex_pool_config *cfg,
                                 serex_executor **out);
+
+/*
+ * serex_pool_executor_at - the executor that queues tasks on @pool at
+ * priority @level (since 0.2.0).
+ *
+ * A worker always takes a task of the highest level that has one, and
+ * within a level tasks start in submission order, as on the pool. The
+ * priority is strict, as in the Windows thread pool and folly's
+ * executors: while higher levels always have work, lower ones never run
+ * (they starve); use them for work that can wait, not for fairness.
+ * Levels only order the start of tasks waiting for a worker: a running
+ * task is never interrupted, and with several workers a lower task may
+ * start while a higher one still waits for its worker to look.
+ * The level's executor (its face) is one more way into the same pool:
+ * any layer can run on it (a serial, a striped, a scheduler's target, a
+ * group); its execute queues at @level and says what the pool's would
+ * (SEREX_EREJECTED once the pool is shut down, SEREX_EFULL when
+ * queue_capacity tasks wait at that level, SEREX_ENOMEM: a level's queue
+ * is allocated at its first task). serex_shutdown,
+ * serex_shutdown_now, serex_await_termination and serex_executor_stats
+ * on a face act on the whole pool, exactly as on the pool itself;
+ * shutdown_now hands back every level's waiting tasks, the highest level
+ * first, each level in submission order. A pool that never made a face
+ * keeps the speed of a single queue: the other levels cost its workers
+ * one predictable branch per task.
+ * Returns:   @pool itself for SEREX_POOL_PRIORITY_NORMAL; the face of
+ *            @level, the same pointer on every call, for the others; NULL
+ *            if @pool is NULL or not a pool (a face is taken for its
+ *            pool), or @level >= SEREX_POOL_PRIORITIES.
+ * Ownership: the pool owns its faces: they live until serex_destroy of
+ *            the pool. serex_destroy of a face is a misuse, which stops
+ *            the program (promise 8a, docs/contract.md).
+ * Threads:   any thread, any number at once, until the pool is destroyed.
+ */
+SEREX_API serex_executor *serex_pool_executor_at(serex_executor *pool,
+                                                 unsigned level);
 
 #ifdef __cplusplus
 }
