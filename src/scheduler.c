@@ -1443,18 +1443,22 @@ static int init_shards(struct serex_scheduler *s, unsigned size,
     return SEREX_OK;
 }
 
-static int sched_start(struct serex_scheduler *s)
+static int sched_start(struct serex_scheduler *s,
+                       const struct serex__thread_opts *opts)
 {
     if (s->manual)
         return serex__mutex_init(&s->advance_lock);
     s->has_thread = true;
-    return serex__thread_start(&s->thread, timer_thread, s);
+    /* the hooks run on the timer thread, around timer_thread; with a start
+     * hook this waits for it (a refusal joins the thread: EREJECTED) */
+    return serex__thread_start_opts(&s->thread, timer_thread, s, opts);
 }
 
 int serex_scheduler_create(const serex_scheduler_config *cfg,
                            serex_scheduler **out)
 {
     serex_scheduler_config c = {0};
+    struct serex__thread_opts opts = {0};
     struct serex_scheduler *s;
     int rc;
 
@@ -1466,6 +1470,10 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     if (c.tick_ns < 0 || (unsigned)c.on_shutdown > SEREX_PENDING_DROP ||
         (c.on_shutdown == SEREX_PENDING_HAND_BACK && c.on_rejected == NULL))
         return SEREX_EINVAL;
+    opts = (struct serex__thread_opts){c.stack_size, c.on_thread_start,
+                                       c.on_thread_stop, c.hook_ctx, 0};
+    if (!c.manual && serex__thread_opts_check(&opts) != SEREX_OK)
+        return SEREX_EINVAL; /* a stack size the back end cannot set */
     if (c.tick_ns == 0)
         c.tick_ns = DEFAULT_TICK_NS;
     if (c.wheel_size == 0)
@@ -1486,7 +1494,7 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     atomic_init(&s->wake_at, INT64_MIN);
     rc = init_shards(s, c.wheel_size, c.tick_ns,
                      c.manual ? 0 : sched_now(s));
-    if (rc == SEREX_OK && (rc = sched_start(s)) != SEREX_OK) {
+    if (rc == SEREX_OK && (rc = sched_start(s, &opts)) != SEREX_OK) {
         for (unsigned i = 0; i < s->nshards; i++)
             serex__wheel_fini(&s->shards[i].wheel);
         serex__free(s->shards);

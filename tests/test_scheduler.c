@@ -533,6 +533,74 @@ static void run_until_stops_at_the_deadline(void **state)
     serex_timer_release(t);
 }
 
+/* --- the timer thread's hooks --- */
+
+struct hook_log {
+    _Atomic int starts, stops, refuse;
+    _Atomic int ran_after_start; /* a timer ran after the start hook */
+};
+
+static int hook_start(void *ctx, unsigned index)
+{
+    struct hook_log *h = ctx;
+
+    assert_int_equal(index, 0);
+    atomic_fetch_add(&h->starts, 1);
+    return atomic_load(&h->refuse);
+}
+
+static void hook_stop(void *ctx, unsigned index)
+{
+    struct hook_log *h = ctx;
+
+    assert_int_equal(index, 0);
+    atomic_fetch_add(&h->stops, 1);
+}
+
+static void hook_timer(void *arg)
+{
+    struct hook_log *h = arg;
+
+    /* on the timer thread (target NULL): its start hook came first */
+    atomic_store(&h->ran_after_start, atomic_load(&h->starts) == 1 &&
+                                          atomic_load(&h->stops) == 0);
+}
+
+static void timer_thread_hooks_run_around_it(void **state)
+{
+    struct hook_log h;
+    serex_scheduler_config c = {0};
+    serex_scheduler *s;
+
+    (void)state;
+    atomic_init(&h.starts, 0);
+    atomic_init(&h.stops, 0);
+    atomic_init(&h.refuse, 0);
+    atomic_init(&h.ran_after_start, 0);
+    c.on_thread_start = hook_start;
+    c.on_thread_stop = hook_stop;
+    c.hook_ctx = &h;
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_OK);
+    assert_int_equal(atomic_load(&h.starts), 1); /* before create returns */
+    assert_int_equal(serex_schedule(s, NULL, 0, hook_timer, &h, NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(s)), SEREX_OK);
+    assert_int_equal(atomic_load(&h.ran_after_start), 1);
+    assert_int_equal(atomic_load(&h.stops), 1); /* after its last run */
+
+    atomic_store(&h.refuse, 1); /* a refusing start hook: nothing left */
+    s = (serex_scheduler *)&c;
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_EREJECTED);
+    assert_null(s);
+    assert_int_equal(atomic_load(&h.starts), 2);
+    assert_int_equal(atomic_load(&h.stops), 1); /* refused: no stop hook */
+
+    c.manual = true; /* no thread, no hooks */
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_OK);
+    assert_int_equal(atomic_load(&h.starts), 2);
+    assert_int_equal(serex_destroy(serex_scheduler_executor(s)), SEREX_OK);
+}
+
 /* --- what shutdown does with pending one-shots (cfg.on_shutdown) --- */
 
 static void count_handed(serex_fn fn, void *arg, void *ctx)
@@ -1346,6 +1414,7 @@ int main(void)
         T(shutdown_policy_hand_back_and_drop),
         T(run_until_gives_every_task_its_exact_time),
         T(run_until_stops_at_the_deadline),
+        T(timer_thread_hooks_run_around_it),
         T(manual_delays_saturate_never_wrap),
         T(manual_advance_at_the_end_of_time_returns),
         T(cancel_in_every_state),

@@ -49,6 +49,17 @@ typedef struct serex_scheduler_config {
     void *on_rejected_ctx;
     /* Pending one-shots at shutdown (above); 0: they fire when due. */
     serex_pending_policy on_shutdown;
+    /* The timer thread's hooks, as the pool's (pool.h): on_thread_start
+     * runs on the new thread before it looks at any timer (index 0;
+     * non-zero makes create fail with SEREX_EREJECTED, nothing left
+     * behind), on_thread_stop after its last run; with hook_ctx. Not
+     * called in manual mode (no thread). */
+    int (*on_thread_start)(void *ctx, unsigned index);
+    void (*on_thread_stop)(void *ctx, unsigned index);
+    void *hook_ctx;
+    /* The timer thread's stack in bytes; 0: the platform's default.
+     * SEREX_EINVAL with the C11 <threads.h> back end (see pool.h). */
+    size_t stack_size;
 } serex_scheduler_config;
 
 typedef struct serex_scheduler serex_scheduler;
@@ -68,8 +79,9 @@ typedef struct serex_timer serex_timer;
  * @cfg may be NULL. *@out is set on success, NULL on failure.
  * Returns:   SEREX_OK; SEREX_EINVAL (out NULL, tick_ns < 0, wheel_size not
  *            a power of two or too big, on_shutdown not one of the
- *            policies, or SEREX_PENDING_HAND_BACK without on_rejected);
- *            SEREX_ENOMEM.
+ *            policies, SEREX_PENDING_HAND_BACK without on_rejected, or a
+ *            stack_size the threads back end cannot set); SEREX_EREJECTED
+ *            (on_thread_start refused); SEREX_ENOMEM.
  * Ownership: the caller owns the scheduler; end it with
  *            serex_destroy(serex_scheduler_executor(s)).
  * fork():    in a child, a scheduler made before the fork refuses new
