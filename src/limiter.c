@@ -480,26 +480,16 @@ static void limiter_shutdown(serex_executor *ex)
  */
 static struct serex__task *limiter_take_all(struct limiter *l, size_t *n)
 {
-    struct serex__task *first = NULL, *last = NULL, *t;
+    struct serex__task *first = NULL, **tail = &first;
 
     /* acquire: pairs with the release drop in limiter_execute; at zero
      * every accepted push is queued and counted in Q */
     while (atomic_load_explicit(&l->ctl, memory_order_acquire) >= CTL_INFLIGHT)
         serex__thread_yield();
-    *n = 0;
     /* One hold of pop_lock for the whole queue: no runner starts a task
      * behind one we took back (the order promise 2 is about). */
     serex__spin_lock(&l->pop_lock);
-    while ((t = serex__mpsc_pop_wait_ends(limiter_queue(l))) != NULL) {
-        /* relaxed: the node is ours; the list is private */
-        atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
-        if (last != NULL)
-            atomic_store_explicit(&last->next, t, memory_order_relaxed);
-        else
-            first = t;
-        last = t;
-        ++*n;
-    }
+    *n = serex__mpsc_take_all(limiter_queue(l), &tail);
     serex__stat_add(&l->taken, *n);
     /* seq_cst: as every change that may leave Q and U at 0 (callers wake
      * awaiters) */

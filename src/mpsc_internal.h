@@ -110,6 +110,27 @@ static inline struct serex__task *serex__mpsc_pop_wait_ends(
 }
 
 /*
+ * Pops every queued task, in order, onto the private list whose end is at
+ * *@tail (links through next; *@tail moves to the new end). The caller
+ * holds the consumer side (its pop lock), so no drain starts a task
+ * behind one taken here. Returns how many. relaxed: the nodes are ours.
+ */
+static inline size_t serex__mpsc_take_all(struct serex__mpsc_ends q,
+                                          struct serex__task ***tail)
+{
+    struct serex__task *t;
+    size_t n = 0;
+
+    while ((t = serex__mpsc_pop_wait_ends(q)) != NULL) {
+        atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
+        **tail = t;
+        *tail = (struct serex__task **)&t->next;
+        n++;
+    }
+    return n;
+}
+
+/*
  * The drain's loop of a serial or a striped lane: pops (under @pop_lock,
  * which shutdown_now also takes, so it cannot take back a task behind one
  * that has started) and runs up to @max tasks, freeing each node before

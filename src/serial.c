@@ -436,26 +436,16 @@ static void serial_shutdown(serex_executor *ex)
  */
 static struct serex__task *serial_take_all(struct serial *s, size_t *n)
 {
-    struct serex__task *first = NULL, *last = NULL, *t;
+    struct serex__task *first = NULL, **tail = &first;
 
     /* acquire: pairs with the release drop in serial_execute; at zero every
      * accepted push is queued and counted in wip */
     while (atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT)
         serex__thread_yield();
-    *n = 0;
     /* One hold of pop_lock for the whole queue: the drain cannot start a
      * task behind one we took back (the order promise 2 is about). */
     serex__spin_lock(&s->pop_lock);
-    while ((t = serex__mpsc_pop_wait_ends(serial_queue(s))) != NULL) {
-        /* relaxed: the node is ours; the list is private */
-        atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
-        if (last != NULL)
-            atomic_store_explicit(&last->next, t, memory_order_relaxed);
-        else
-            first = t;
-        last = t;
-        ++*n;
-    }
+    *n = serex__mpsc_take_all(serial_queue(s), &tail);
     serex__stat_add(&s->taken, *n);
     serex__spin_unlock(&s->pop_lock);
     if (s->capacity != 0 && *n != 0)

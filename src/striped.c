@@ -811,17 +811,10 @@ static void striped_shutdown(serex_executor *ex)
  */
 static size_t lane_take_all(struct lane *l, struct serex__task ***tail)
 {
-    struct serex__task *t;
-    size_t n = 0;
+    size_t n;
 
     serex__spin_lock(&l->pop_lock);
-    while ((t = serex__mpsc_pop_wait_ends(lane_queue(l))) != NULL) {
-        /* relaxed: the node is ours; the list is private */
-        atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
-        **tail = t;
-        *tail = (struct serex__task **)&t->next;
-        n++;
-    }
+    n = serex__mpsc_take_all(lane_queue(l), tail);
     serex__spin_unlock(&l->pop_lock);
     return n;
 }
