@@ -185,7 +185,7 @@
 
 #define MEMBERS(v) ((v)&A_MASK)
 #define REFS(v) (((v)&R_MASK) >> R_SHIFT)
-#define WAITERS(v) (((v)&W_MASK) >> W_SHIFT)
+#define STATE_WAITERS(v) (((v)&W_MASK) >> W_SHIFT)
 
 #define EPOCH_SHIFT 32
 #define P_MASK UINT64_C(0xffffffff)
@@ -391,7 +391,7 @@ static void group_tail(serex_group *g)
     serex__spin_unlock(&g->lock);
     /* else: filled again (the new period's emptier will see NOTIFY), or
      * another tail cleared NOTIFY and woke the waiters */
-    if (emptied && WAITERS(v) != 0)
+    if (emptied && STATE_WAITERS(v) != 0)
         group_wake(g);
     if (post)
         group_post(g);
@@ -402,7 +402,7 @@ static void group_emptied(serex_group *g, uint64_t old)
 {
     if (old & NOTIFY)
         group_tail(g);
-    else if (WAITERS(old) != 0)
+    else if (STATE_WAITERS(old) != 0)
         group_wake(g);
     group_unref(g); /* the period's: our last touch of the group */
 }
@@ -624,7 +624,7 @@ void serex_group_destroy(serex_group *g)
         serex__misuse("serex_group_destroy",
                       "the group is not empty (tasks or enters are still in "
                       "it): serex_group_wait for it first");
-    if (WAITERS(old) != 0)
+    if (STATE_WAITERS(old) != 0)
         serex__misuse("serex_group_destroy",
                       "a thread is still inside serex_group_wait");
     if (old & DETACHED)
@@ -744,7 +744,7 @@ void serex_group_leave(serex_group *g)
  * we were counted; *@v is the value last seen. */
 static bool group_count_waiter(serex_group *g, uint64_t *v)
 {
-    while (!state_empty(*v) && WAITERS(*v) < W_MAX)
+    while (!state_empty(*v) && STATE_WAITERS(*v) < W_MAX)
         /* relaxed: the modification order of `state` alone decides
          * whether an emptier sees us (see the essay) */
         if (atomic_compare_exchange_weak_explicit(&g->state, v, *v + W_UNIT,
@@ -882,6 +882,6 @@ void serex__group_counts(serex_group *g, struct serex__group_counts *out)
     out->members = MEMBERS(v);
     out->not_started = p & P_MASK;
     out->refs = REFS(v);
-    out->waiters = WAITERS(v);
+    out->waiters = STATE_WAITERS(v);
     out->notify = (v & NOTIFY) != 0;
 }
