@@ -10,48 +10,9 @@
 #include "test_faults.h"
 
 #if defined(__linux__)
-#  include <dirent.h> /* opendir: counting this process's threads */
 #endif
 
 /* --- pool --- */
-
-/* Threads of this process, or -1 where that cannot be counted (under
- * qemu-user, /proc/self/task also lists the emulator's own threads, which
- * come and go: tests/CMakeLists.txt sets SEREX_TEST_NO_THREAD_COUNT). */
-static int thread_count(void)
-{
-#if defined(__linux__)
-    DIR *d;
-    struct dirent *e;
-    int n = 0;
-
-    if (getenv("SEREX_TEST_NO_THREAD_COUNT") != NULL)
-        return -1;
-    d = opendir("/proc/self/task");
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-#else
-    return -1;
-#endif
-}
-
-/* A joined thread may stay listed for a moment: poll, bounded. */
-static void assert_threads_back_to(int base)
-{
-    int64_t deadline = serex__now_ns() + 5 * SEC;
-    int n;
-
-    if (base < 0)
-        return;
-    while ((n = thread_count()) != base && serex__now_ns() < deadline)
-        serex__thread_yield();
-    assert_int_equal(n, base);
-}
 
 static void scenario_pool(struct run *r)
 {
@@ -59,14 +20,14 @@ static void scenario_pool(struct run *r)
     serex_executor sentinel, *pool = &sentinel;
     serex_future *fu[2];
     struct task *ft[2];
-    int base = thread_count();
+    int base = test_thread_count();
     uint64_t accepted = 0, handed0;
     size_t n;
     serex_stats st;
 
     if (!status_ok(r, serex_pool_create(&cfg, &pool))) {
         assert_null(pool);
-        assert_threads_back_to(base); /* no thread left behind */
+        test_assert_threads_back_to(base); /* no thread left behind */
         return;
     }
     for (int i = 0; i < 8; i++) {
@@ -97,7 +58,7 @@ static void scenario_pool(struct run *r)
     assert_int_equal(serex_execute(pool, count_task, task_new(r, 0)),
                      SEREX_EREJECTED);
     assert_int_equal(serex_destroy(pool), SEREX_OK);
-    assert_threads_back_to(base);
+    test_assert_threads_back_to(base);
     settle_future(r, fu[0], ft[0]);
     /* shutdown_now's count: handed back, plus futures it cancelled */
     assert_int_equal(n, (uint64_t)r->nhanded - handed0 +
@@ -188,14 +149,14 @@ static void scenario_pool_control(struct run *r)
     };
     serex_executor sentinel, *pool = &sentinel, *high, *low;
     struct hold h = {0};
-    int base = thread_count();
+    int base = test_thread_count();
     uint64_t accepted;
     size_t n;
     serex_stats st;
 
     if (!status_ok(r, serex_pool_create(&cfg, &pool))) {
         assert_null(pool);
-        assert_threads_back_to(base);
+        test_assert_threads_back_to(base);
         assert_int_equal(atomic_load(&hc.starts), atomic_load(&hc.stops));
         return;
     }
@@ -215,7 +176,7 @@ static void scenario_pool_control(struct run *r)
     assert_int_equal(st.completed, 1);
     assert_int_equal(st.queued, 0);
     assert_int_equal(serex_destroy(pool), SEREX_OK);
-    assert_threads_back_to(base);
+    test_assert_threads_back_to(base);
     assert_int_equal(atomic_load(&hc.starts), 1);
     assert_int_equal(atomic_load(&hc.stops), 1);
     assert_int_equal(atomic_load(&hc.task_starts), 1); /* hold_task */

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #if defined(__linux__)
-#  include <dirent.h>  /* opendir: counting this process's threads */
 #  include <pthread.h> /* pthread_getattr_np: a worker's stack size */
 #  include <sched.h>   /* sched_getaffinity: read back independently */
 #endif
@@ -281,38 +280,6 @@ static void pool_thread_hooks_cover_extra_threads(void **state)
     assert_int_equal(atomic_load(&f->tasks_seen), 1);
 }
 
-/* Threads of this process, or -1 where that cannot be counted. */
-static int thread_count(void)
-{
-#if defined(__linux__)
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-#else
-    return -1;
-#endif
-}
-
-/* A joined thread may stay listed for a moment: poll, bounded. */
-static void assert_threads_back_to(int base)
-{
-    int64_t deadline = test_now_ns() + TEST_TIMEOUT;
-    int n;
-
-    if (base < 0)
-        return;
-    while ((n = thread_count()) != base && test_now_ns() < deadline)
-        test_sleep_ns(MS);
-    assert_int_equal(n, base);
-}
 
 static void pool_refused_core_thread_fails_create_and_leaves_nothing(
     void **state)
@@ -320,7 +287,7 @@ static void pool_refused_core_thread_fails_create_and_leaves_nothing(
     struct fixture *f = *state;
     serex_pool_config cfg = hooked_config(f, 4);
     serex_executor *ex = (serex_executor *)f; /* must be overwritten */
-    int base = thread_count();
+    int base = test_thread_count();
 
     atomic_store(&f->refuse, 2);
     assert_int_equal(serex_pool_create(&cfg, &ex), SEREX_EREJECTED);
@@ -332,7 +299,7 @@ static void pool_refused_core_thread_fails_create_and_leaves_nothing(
     assert_int_equal(atomic_load(&f->stops), 3);
     assert_int_equal(atomic_load(&f->stops_at[2]), 0);
     assert_int_equal(atomic_load(&f->errors), 0);
-    assert_threads_back_to(base);
+    test_assert_threads_back_to(base);
 }
 
 static void pool_refused_extra_thread_leaves_the_pool_working(void **state)
@@ -671,13 +638,13 @@ static void assert_create_einval_leaves_nothing(struct fixture *f,
                                                 serex_pool_config *cfg)
 {
     serex_executor *ex = (serex_executor *)f;
-    int base = thread_count();
+    int base = test_thread_count();
 
     assert_int_equal(serex_pool_create(cfg, &ex), SEREX_EINVAL);
     assert_null(ex);
     /* a thread that could not be pinned never ran its start hook */
     assert_int_equal(atomic_load(&f->starts), atomic_load(&f->stops));
-    assert_threads_back_to(base);
+    test_assert_threads_back_to(base);
 }
 
 static void pool_bad_placement_is_einval_and_leaves_nothing(void **state)

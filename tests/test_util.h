@@ -28,6 +28,10 @@
 #  include <windows.h> /* QueryPerformanceCounter, Sleep, GetProcessTimes */
 #else
 #  include <errno.h> /* EINTR */
+#  if defined(__linux__)
+#    include <dirent.h> /* opendir: counting this process's threads */
+#    include <stdlib.h> /* getenv */
+#  endif
 #  include <time.h>  /* clock_gettime, nanosleep, clock */
 #endif
 
@@ -82,6 +86,43 @@ static inline void test_sleep_ns(int64_t ns)
 #endif
         left = until - test_now_ns();
     }
+}
+
+/* Threads of this process, or -1 where they cannot be counted: off Linux,
+ * and under qemu-user, whose own threads come and go in /proc/self/task
+ * (tests/CMakeLists.txt sets SEREX_TEST_NO_THREAD_COUNT there). */
+static inline int test_thread_count(void)
+{
+#if defined(__linux__)
+    DIR *d;
+    struct dirent *e;
+    int n = 0;
+
+    if (getenv("SEREX_TEST_NO_THREAD_COUNT") != NULL ||
+        (d = opendir("/proc/self/task")) == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+#else
+    return -1;
+#endif
+}
+
+/* A joined thread may stay listed for a moment: polls, bounded, until
+ * the count is back to @base (nothing to check when @base is -1). */
+static inline void test_assert_threads_back_to(int base)
+{
+    int64_t deadline = test_now_ns() + 5 * SEC;
+    int n;
+
+    if (base < 0)
+        return;
+    while ((n = test_thread_count()) != base && test_now_ns() < deadline)
+        test_sleep_ns(MS);
+    assert_int_equal(n, base);
 }
 
 /* CPU time the whole process has used (every thread), in nanoseconds.
