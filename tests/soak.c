@@ -11,7 +11,25 @@
  *               cancel said true
  *   channel     every item arrives once, each producer's in order
  *   gate        every parked task runs once after the gate opens
- * and at the end, for each kind, accepted = ran + cancelled (promise 1).
+ *   on_done     0-3 continuations on a future run once each, on the pool
+ *               or a serial, and see its outcome at once (wait(f, 0));
+ *               those on one serial run in the order they were added
+ *   then        a chain of 0-2 then-futures: each call runs with the
+ *               value before it, or the future says ECANCELED exactly
+ *               when a future above it in the chain was cancelled
+ *   group       2-8 tasks (and futures) across the pool, serials, the
+ *               striped's face and the limiter, with an enter held while
+ *               they are added and a notify that finds every task ended
+ *               (ran + cancelled + handed back = accepted); sometimes a
+ *               group cancel, or a private serial whose shutdown_now hands
+ *               the group's tasks back; wait(0) from a task of the group
+ *               says EDEADLK; every future of the group answers wait(0)
+ *               once group_wait said OK
+ *   limiter     a limiter of 3 over the pool (of at least 4 threads), fed
+ *               by every producer at once: never more than 3 of its tasks
+ *               (its continuations included) inside their fn at once
+ * and at the end, for each kind, accepted = ran + cancelled + handed back
+ * (promise 1).
  *
  *   soak [--seconds N] [--threads T] [--seed S]      (default 10 s, 4, 42)
  *
@@ -36,14 +54,30 @@
 #define NKEYS 64
 #define NPERIODIC 32 /* per producer */
 
-enum kind { K_SERIAL, K_STRIPED, K_TIMER, K_PERIODIC, K_FUTURE, K_CHANNEL,
-            K_GATE, NKINDS };
-static const char *kind_name[NKINDS] = {"serial", "striped", "timer",
-                                        "periodic", "future", "channel",
-                                        "gate"};
+#define LIMIT 3         /* the limiter's max_running */
+#define MAX_GROUP 8     /* tasks in one group round */
+#define MAX_GROUP_FUT 4 /* of them futures */
+
+enum kind {
+    K_SERIAL,
+    K_STRIPED,
+    K_TIMER,
+    K_PERIODIC,
+    K_FUTURE,
+    K_CHANNEL,
+    K_GATE,
+    K_ONDONE,
+    K_THEN,
+    K_GROUP,
+    K_LIMITER,
+    NKINDS
+};
+static const char *kind_name[NKINDS] = {
+    "serial", "striped", "timer", "periodic", "future", "channel",
+    "gate",   "on_done", "then",  "group",    "limiter"};
 
 static struct {
-    serex_executor *pool, *serial, *consumer;
+    serex_executor *pool, *serial, *consumer, *lim;
     serex_striped *striped;
     serex_scheduler *sched;
     serex_channel *ch;
@@ -52,7 +86,10 @@ static struct {
     unsigned producers;
     int64_t end_ns;
     _Atomic uint64_t accepted[NKINDS], ran[NKINDS], cancelled[NKINDS];
+    _Atomic uint64_t back[NKINDS]; /* handed back (on_pending) */
     _Atomic uint64_t violations;
+    _Atomic int lim_inside, lim_max; /* the limiter's tasks inside fn */
+    _Atomic uint64_t group_rounds, groups_cancelled, groups_dropped;
     /* plain: each read and written only by tasks a serial or a lane
      * orders one after another */
     uint64_t serial_last[MAXP];
@@ -72,6 +109,14 @@ static void violation(const char *what)
 {
     if (atomic_fetch_add(&g.violations, 1) < 10)
         fprintf(stderr, "soak: violation: %s\n", what);
+}
+
+static void must(int rc, const char *what)
+{
+    if (rc != SEREX_OK) {
+        fprintf(stderr, "soak: %s: %s\n", what, serex_strerror(rc));
+        exit(2);
+    }
 }
 
 static void ran(enum kind k)
@@ -185,6 +230,160 @@ static void gate_task(void *arg)
     free(arg);
 }
 
+/* --- the limiter: never more than LIMIT of its tasks inside at once --- */
+
+static void lim_enter(void)
+{
+    int in = atomic_fetch_add(&g.lim_inside, 1) + 1;
+    int max = atomic_load_explicit(&g.lim_max, memory_order_relaxed);
+
+    while (in > max && !atomic_compare_exchange_weak(&g.lim_max, &max, in))
+        ;
+    if (in > LIMIT)
+        violation("more than 3 tasks of the limiter ran at once");
+}
+
+static void lim_leave(void)
+{
+    atomic_fetch_sub(&g.lim_inside, 1);
+}
+
+static void lim_task(void *arg)
+{
+    (void)arg;
+    lim_enter();
+    for (int i = 0; i < 256; i++) /* long enough for others to pile up */
+        serex__cpu_relax();
+    lim_leave();
+    ran(K_LIMITER);
+}
+
+/* --- continuations: serex_future_on_done and serex_future_then --- */
+
+/* A future some continuations look at: the last holder releases it. */
+struct fut_ctx {
+    serex_future *f;
+    void *expect;         /* its call's value */
+    _Atomic int refs;     /* the producer's and one per continuation */
+    uint64_t serial_last; /* plain: only g.serial's tasks touch it */
+};
+
+struct cont {
+    struct fut_ctx *ctx;
+    uint64_t seq;   /* 1 + its place among the future's */
+    bool on_serial; /* posted to g.serial: runs in add order */
+    bool on_lim;    /* posted to the limiter: counts as its task */
+};
+
+static void fut_ctx_unref(struct fut_ctx *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1) {
+        serex_future_release(c->f);
+        free(c);
+    }
+}
+
+static void cont_task(void *arg)
+{
+    struct cont *c = arg;
+    int rc;
+
+    if (c->on_lim)
+        lim_enter();
+    rc = serex_future_wait(c->ctx->f, 0); /* the outcome is there */
+    if (rc == SEREX_OK) {
+        if (serex_future_value(c->ctx->f) != c->ctx->expect)
+            violation("on_done: the future's value is wrong");
+    } else if (rc != SEREX_ECANCELED) {
+        violation("on_done: wait(f, 0) did not give the outcome at once");
+    }
+    if (c->on_serial) {
+        if (c->seq <= c->ctx->serial_last)
+            violation("on_done: continuations of one future ran on one "
+                      "serial out of the order they were added");
+        c->ctx->serial_last = c->seq;
+    }
+    if (c->on_lim)
+        lim_leave();
+    ran(K_ONDONE);
+    fut_ctx_unref(c->ctx);
+    free(c);
+}
+
+static void *plus_one(void *value) /* a then's call: the value before + 1 */
+{
+    ran(K_THEN);
+    return (char *)value + 1;
+}
+
+static void *plus_one_lim(void *value) /* the same, on the limiter */
+{
+    lim_enter();
+    lim_leave();
+    return plus_one(value);
+}
+
+/* --- groups --- */
+
+/* One group round, on its producer's stack until its notify ran. */
+struct ground {
+    serex_group *grp;
+    serex_event *noted; /* the notification ran (its producer's event) */
+    unsigned n;         /* tasks the group accepted */
+    size_t cancelled;   /* group_cancel's count */
+    unsigned back;      /* handed back by the private serial */
+    _Atomic unsigned ran;
+    _Atomic int notes;
+};
+
+static void group_task(void *arg)
+{
+    struct ground *r = arg;
+
+    if (atomic_load_explicit(&r->ran, memory_order_relaxed) % 4 == 0 &&
+        serex_group_wait(r->grp, 0) != SEREX_EDEADLK)
+        violation("group_wait from a task of the group did not say "
+                  "EDEADLK");
+    atomic_fetch_add(&r->ran, 1);
+    ran(K_GROUP);
+}
+
+static void *group_call(void *arg)
+{
+    group_task(arg);
+    return arg;
+}
+
+static void group_lim_task(void *arg)
+{
+    lim_enter();
+    group_task(arg);
+    lim_leave();
+}
+
+/* Posted once the group is empty: its tasks' writes, and those of the
+ * producer before its leave (the counts), are visible here. */
+static void group_note(void *arg)
+{
+    struct ground *r = arg;
+
+    if (atomic_fetch_add(&r->notes, 1) != 0)
+        violation("group notification ran twice");
+    if (atomic_load(&r->ran) + r->cancelled + r->back != r->n)
+        violation("group notification ran before every task ended "
+                  "(ran + cancelled + handed back != accepted)");
+    serex_event_signal(r->noted); /* r may be gone once it returns */
+}
+
+static void group_back(serex_fn fn, void *arg, void *ctx)
+{
+    struct ground *r = ctx;
+
+    if (arg != r || (fn != group_task && fn != group_lim_task))
+        violation("on_pending got a task that is not the group's");
+    r->back++; /* on the producer's thread, inside its shutdown_now */
+}
+
 /* --- producers --- */
 
 struct producer {
@@ -192,6 +391,7 @@ struct producer {
     uint64_t x;
     uint64_t seq[NKINDS];
     uint64_t key_seq[NKEYS];
+    serex_event *noted; /* its group rounds' notifications */
     struct rec *periodic[NPERIODIC];
     serex_timer *periodic_t[NPERIODIC];
     unsigned nperiodic;
@@ -254,18 +454,77 @@ static void do_periodic(struct producer *p)
     p->nperiodic++;
 }
 
+/* A target for continuations: the pool, a serial, or the limiter. */
+static serex_executor *cont_target(struct producer *p, bool *on_serial,
+                                   bool *on_lim)
+{
+    switch (rnd(&p->x) % 4) {
+    case 0: *on_serial = true; return g.serial;
+    case 1: return g.consumer;
+    case 2: *on_lim = true; return g.lim;
+    default: return g.pool;
+    }
+}
+
+/* 0-3 on_done continuations on @ctx's future. */
+static void add_on_done(struct producer *p, struct fut_ctx *ctx)
+{
+    unsigned n = (unsigned)(rnd(&p->x) % 4);
+
+    for (unsigned k = 0; k < n; k++) {
+        struct cont *c = calloc(1, sizeof *c);
+        serex_executor *target;
+        int rc;
+
+        if (c == NULL) {
+            fprintf(stderr, "soak: out of memory\n");
+            exit(2);
+        }
+        c->ctx = ctx;
+        c->seq = k + 1;
+        target = cont_target(p, &c->on_serial, &c->on_lim);
+        atomic_fetch_add(&ctx->refs, 1);
+        rc = serex_future_on_done(ctx->f, target, cont_task, c);
+        accept(K_ONDONE, rc, rc == SEREX_OK ? NULL : c);
+        if (rc != SEREX_OK)
+            atomic_fetch_sub(&ctx->refs, 1); /* the producer's is left */
+    }
+}
+
 static void do_future(struct producer *p)
 {
     static char base[1];
-    serex_future *f;
-    bool cancelled = false;
+    serex_future *f, *chain[2];
+    struct fut_ctx *ctx;
+    bool cancelled = false, chain_cancelled = false;
+    unsigned nthen = (unsigned)(rnd(&p->x) % 3), made = 0;
     int rc = serex_submit(g.pool, future_call, base, &f);
 
     accept(K_FUTURE, rc, NULL);
     if (rc != SEREX_OK)
         return;
+    if ((ctx = calloc(1, sizeof *ctx)) == NULL) {
+        fprintf(stderr, "soak: out of memory\n");
+        exit(2);
+    }
+    ctx->f = f;
+    ctx->expect = base + 1;
+    atomic_init(&ctx->refs, 1);
+    add_on_done(p, ctx);
+    for (serex_future *prev = f; made < nthen; prev = chain[made++]) {
+        bool on_serial = false, on_lim = false;
+        serex_executor *t = cont_target(p, &on_serial, &on_lim);
+
+        rc = serex_future_then(prev, t, on_lim ? plus_one_lim : plus_one,
+                               &chain[made]);
+        accept(K_THEN, rc, NULL);
+        if (rc != SEREX_OK)
+            break;
+    }
     if (rnd(&p->x) % 4 == 0)
         cancelled = serex_future_cancel(f);
+    if (made > 0 && rnd(&p->x) % 8 == 0)
+        chain_cancelled = serex_future_cancel(chain[0]);
     rc = serex_future_wait(f, SEREX_FOREVER);
     if (rc == SEREX_OK && serex_future_value(f) == base + 1 && !cancelled)
         ran(K_FUTURE);
@@ -273,7 +532,90 @@ static void do_future(struct producer *p)
         atomic_fetch_add(&g.cancelled[K_FUTURE], 1);
     else
         violation("future");
-    serex_future_release(f);
+    for (unsigned t = 0; t < made; t++) {
+        /* cancelled exactly when a future above it was */
+        bool dead = cancelled || chain_cancelled;
+
+        rc = serex_future_wait(chain[t], SEREX_FOREVER);
+        if (rc == SEREX_OK && !dead &&
+            serex_future_value(chain[t]) == base + 2 + t)
+            ; /* plus_one counted its run */
+        else if (rc == SEREX_ECANCELED && dead)
+            atomic_fetch_add(&g.cancelled[K_THEN], 1);
+        else
+            violation("then: a chained future's outcome is wrong");
+        serex_future_release(chain[t]);
+    }
+    fut_ctx_unref(ctx); /* the producer's: f is released by the last */
+}
+
+/* A group round: tasks across executors, a notify, maybe a cancel or a
+ * private serial whose shutdown_now hands the group's tasks back. */
+static void do_group(struct producer *p)
+{
+    struct ground r = {0};
+    serex_executor *priv = NULL;
+    serex_future *futs[MAX_GROUP_FUT];
+    unsigned want = 2 + (unsigned)(rnd(&p->x) % (MAX_GROUP - 1)), nf = 0;
+    bool drop = rnd(&p->x) % 8 == 0;
+    int rc;
+
+    must(serex_group_create(&r.grp), "group");
+    r.noted = p->noted;
+    if (drop)
+        must(serex_serial_create(g.pool, NULL, &priv), "private serial");
+    serex_group_enter(r.grp); /* no notification before the cancel */
+    for (unsigned i = 0; i < want; i++) {
+        serex_executor *t;
+        serex_fn fn = group_task;
+
+        switch (rnd(&p->x) % 6) {
+        case 0: t = g.serial; break;
+        case 1: t = serex_striped_executor(g.striped); break;
+        case 2: t = g.lim, fn = group_lim_task; break;
+        case 3: t = drop ? priv : g.consumer; break;
+        default: t = g.pool; break;
+        }
+        if (!drop && nf < MAX_GROUP_FUT && fn == group_task &&
+            rnd(&p->x) % 3 == 0) {
+            rc = serex_group_submit(r.grp, t, group_call, &r, &futs[nf]);
+            nf += rc == SEREX_OK;
+        } else {
+            rc = serex_group_execute(r.grp, t, fn, &r);
+        }
+        accept(K_GROUP, rc, NULL);
+        r.n += rc == SEREX_OK;
+    }
+    must(serex_group_notify(r.grp, rnd(&p->x) % 2 ? g.pool : g.serial,
+                            group_note, &r),
+         "notify");
+    if (rnd(&p->x) % 4 == 0) {
+        r.cancelled = serex_group_cancel(r.grp);
+        atomic_fetch_add(&g.groups_cancelled, 1);
+    }
+    if (drop) {
+        serex_shutdown_now(priv, group_back, &r);
+        atomic_fetch_add(&g.groups_dropped, 1);
+    }
+    serex_group_leave(r.grp);
+    must(serex_group_wait(r.grp, SEREX_FOREVER), "group wait");
+    must(serex_event_wait(r.noted, 60 * INT64_C(1000000000)), "group note");
+    if (atomic_load(&r.ran) + r.cancelled + r.back != r.n)
+        violation("group: ran + cancelled + handed back != accepted");
+    for (unsigned i = 0; i < nf; i++) {
+        /* the group is empty: every future of it has ended */
+        rc = serex_future_wait(futs[i], 0);
+        if (rc == SEREX_OK ? serex_future_value(futs[i]) != &r
+                           : rc != SEREX_ECANCELED || r.cancelled == 0)
+            violation("group: a future's outcome is wrong after wait");
+        serex_future_release(futs[i]);
+    }
+    atomic_fetch_add(&g.cancelled[K_GROUP], r.cancelled);
+    atomic_fetch_add(&g.back[K_GROUP], r.back);
+    atomic_fetch_add(&g.group_rounds, 1);
+    if (priv != NULL)
+        must(serex_destroy(priv), "private serial destroy");
+    serex_group_destroy(r.grp);
 }
 
 static void one_op(struct producer *p)
@@ -302,6 +644,13 @@ static void one_op(struct producer *p)
         r = rec_new(p->id, ++p->seq[k]);
         rc = serex_channel_send(g.ch, r, g.pool, sent_task, NULL);
         accept(k, rc, rc == SEREX_OK ? NULL : r);
+        break;
+    case K_ONDONE: /* a future with continuations, more often */
+    case K_THEN: do_future(p); break;
+    case K_GROUP: do_group(p); break;
+    case K_LIMITER:
+        rc = serex_execute(g.lim, lim_task, NULL);
+        accept(k, rc, NULL);
         break;
     case K_GATE:
         if (rnd(&p->x) % 8 == 0) {
@@ -336,17 +685,15 @@ static int producer_main(void *arg)
 
 /* --- setup, run, teardown --- */
 
-static void must(int rc, const char *what)
-{
-    if (rc != SEREX_OK) {
-        fprintf(stderr, "soak: %s: %s\n", what, serex_strerror(rc));
-        exit(2);
-    }
-}
-
 static void setup(void)
 {
-    must(serex_pool_create(NULL, &g.pool), "pool");
+    /* at least LIMIT + 1 workers, so the limiter's bound is what holds */
+    serex_pool_config pc = {0};
+    unsigned cpus = serex__cpu_count();
+
+    pc.threads = cpus > LIMIT + 1 ? cpus : LIMIT + 1;
+    must(serex_pool_create(&pc, &g.pool), "pool");
+    must(serex_limiter_create(g.pool, LIMIT, &g.lim), "limiter");
     must(serex_serial_create(g.pool, NULL, &g.serial), "serial");
     must(serex_serial_create(g.pool, NULL, &g.consumer), "consumer");
     must(serex_striped_create(g.pool, NULL, &g.striped), "striped");
@@ -372,6 +719,7 @@ static int teardown(void)
     must(serex_destroy(serex_striped_executor(g.striped)), "striped");
     if (st.lanes != 0)
         violation("striped lanes left");
+    must(serex_destroy(g.lim), "limiter"); /* before the pool under it */
     must(serex_destroy(g.pool), "pool"); /* gate tasks ran on it */
     serex_gate_destroy(g.gate, NULL, NULL);
     serex_channel_destroy(g.ch);
@@ -407,24 +755,34 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < g.producers; i++) {
         prod[i].id = i;
         prod[i].x = seed + i;
+        must(serex_event_create(&prod[i].noted), "event");
         must(serex__thread_start(&th[i], producer_main, &prod[i]), "thread");
     }
     for (unsigned i = 0; i < g.producers; i++)
         serex__thread_join(th[i]);
     teardown();
-    for (unsigned i = 0; i < g.producers; i++)
+    for (unsigned i = 0; i < g.producers; i++) {
         for (unsigned j = 0; j < prod[i].nperiodic; j++)
             free(prod[i].periodic[j]);
+        serex_event_destroy(prod[i].noted);
+    }
     for (int k = 0; k < NKINDS; k++) {
         uint64_t a = atomic_load(&g.accepted[k]), r = atomic_load(&g.ran[k]),
-                 c = atomic_load(&g.cancelled[k]);
+                 c = atomic_load(&g.cancelled[k]), b = atomic_load(&g.back[k]);
 
-        printf("soak: %-8s accepted %10llu ran %10llu cancelled %8llu\n",
+        printf("soak: %-8s accepted %10llu ran %10llu cancelled %8llu "
+               "back %6llu\n",
                kind_name[k], (unsigned long long)a, (unsigned long long)r,
-               (unsigned long long)c);
-        if (k != K_PERIODIC && a != r + c)
-            violation("accepted != ran + cancelled");
+               (unsigned long long)c, (unsigned long long)b);
+        if (k != K_PERIODIC && a != r + c + b)
+            violation("accepted != ran + cancelled + handed back");
     }
+    printf("soak: %llu group rounds (%llu cancelled, %llu with tasks handed "
+           "back); the limiter of %d ran at most %d at once\n",
+           (unsigned long long)atomic_load(&g.group_rounds),
+           (unsigned long long)atomic_load(&g.groups_cancelled),
+           (unsigned long long)atomic_load(&g.groups_dropped), LIMIT,
+           atomic_load(&g.lim_max));
     printf("soak: %lld s, %u threads, %llu violations\n", (long long)seconds,
            g.producers, (unsigned long long)atomic_load(&g.violations));
     return atomic_load(&g.violations) == 0 ? 0 : 1;

@@ -17,9 +17,10 @@
  * Byte 0 configures the scheduler: wheel_size 2 << (b & 7); tick_ns
  * 4^((b >> 3) & 7) ns (0 there: the default 1 ms); max_timers
  * {off, 4, 16, 64}[b >> 6]. Byte 1: the batch of every serial and striped
- * (b & 3; 0: the default 64); bit 7 starts the scheduler's clock 1 ms
- * before it saturates at INT64_MAX (what found the hang at saturation,
- * fixed: see README.md). Then each
+ * (b & 3; 0: the default 64); bits 2-3 the scheduler's cfg.on_shutdown
+ * (1 HAND_BACK, 2 DROP, else FIRE); bit 7 starts the scheduler's clock
+ * 1 ms before it saturates at INT64_MAX (what found the hang at
+ * saturation, fixed: see README.md). Then each
  * byte picks an operation (byte % NOPS, see enum op) and the bytes after
  * it are its arguments; a missing byte reads as 0. When the input ends,
  * teardown_drain() takes everything down in a valid order and
@@ -27,34 +28,62 @@
  *
  * --- What is checked ---
  * Every task carries its own record (struct rec). Exactly once: a task
- * whose execute, schedule, gate execute or send said SEREX_OK runs once,
- * or comes back once (to on_pending, or a scheduler's on_rejected), or
- * was cancelled by a cancel that said true; never two of these, and never
- * anything for a task whose submission failed. Order: tasks given to the
- * manual executor, to one serial, or to one key of one striped run (and
- * come back) in the order their execute calls returned; tasks a gate
- * forwards to one target run in the order they entered the gate. Never
- * early: a one-shot timer runs at or after its due time (exactly at it on
- * the timer "thread", which advance drives), fixed-rate run n at or after
- * start + n * period, fixed-delay runs at least the delay apart; no
- * periodic run starts after a cancel or a scheduler shutdown. Channels:
- * the k-th receive gets the k-th item sent, each item once, and NULL only
- * once every item is delivered. Futures agree with what their task did.
- * A task running on the manual executor that calls await_termination or
- * destroy on it (or on a wrapper over it) gets SEREX_EDEADLK; outside any
- * task, never. Bad input says SEREX_EINVAL and leaves nothing behind.
- * Leaks are LeakSanitizer's (libFuzzer's -detect_leaks).
+ * whose execute, schedule, gate execute, send or group execute said
+ * SEREX_OK runs once, or comes back once (to on_pending, or a scheduler's
+ * on_rejected), or was cancelled by a cancel that said true (a group
+ * cancel included); never two of these, and never anything for a task
+ * whose submission failed. Order: tasks given to the manual executor, to
+ * one serial, to one key of one striped or to one limiter run (and come
+ * back) in the order their execute calls returned; tasks a gate forwards
+ * to one target run in the order they entered the gate. Never early: a
+ * one-shot timer runs at or after its due time (exactly at it on the
+ * timer "thread", which advance drives, and under run_until), fixed-rate
+ * run n at or after start + n * period and at or after the grid point its
+ * missed-run policy gives (exactly there on the timer thread and under
+ * run_until), with serex_timer_overrun() as that policy says, fixed-delay
+ * runs at least the delay apart; no periodic run starts after a cancel or
+ * a scheduler shutdown. Channels: the k-th receive gets the k-th item
+ * sent, each item once, and NULL only once every item is delivered.
+ * Futures agree with what their task did. A task running on the manual
+ * executor that calls await_termination or destroy on it (or on a wrapper
+ * over it) gets SEREX_EDEADLK; outside any task, never. Bad input says
+ * SEREX_EINVAL and leaves nothing behind. Leaks are LeakSanitizer's
+ * (libFuzzer's -detect_leaks).
  *
- * Tasks that serex hands back but that are not ours (a serial's drain, a
- * channel's continuation, a keyless striped task, all handed back by a
- * shutdown_now of the executor they were queued on) are the caller's to
- * run: they go to a FIFO (struct foreign) that the harness runs later,
- * as a user would, so nothing they carry is lost.
+ * Continuations (0.2.0): an on_done continuation runs exactly once; a
+ * then-future's call runs exactly once with its source's value if the
+ * source ran and the then-future was not cancelled, and never otherwise
+ * (cancelling a future cancels its then-futures at once); inside either,
+ * serex_future_wait(source, 0) gives the outcome at once. Continuations of
+ * one future that run on one serial (or the manual executor) run in the
+ * order they were added. serex_future_wait(f, 0) from a task says
+ * SEREX_EDEADLK exactly when f has not ended and is queued behind the
+ * caller (promise 7b: f's executor is the manual executor the caller runs
+ * in, a serial or striped key or limiter of 1 the caller is a task of;
+ * a then-future counts as queued on its target), and a then-future's call
+ * waiting for itself gets it too.
+ * Groups: a group cancel returns the group's tasks not yet started; a
+ * cancelled task never runs and never comes back; wait(0) says empty
+ * exactly when no member is left (SEREX_EDEADLK from a task of the group);
+ * a notification runs once, never before the members it was registered
+ * after have left, and never from notify while the group has members.
+ * Limiters: never more of a limiter's tasks inside their fn at once than
+ * its max_running (tasks nest serex_manual_run_one to overlap). Promise
+ * 2a: on_pending and on_rejected only ever get the harness's own tasks.
  *
- * Wrappers are destroyed mid-run only when that is valid and cannot
- * block: nothing (timer, parked gate task, channel continuation) still
- * names the serial as its target, and after shutdown_now the wrapper says
- * terminated to await_termination(ex, 0).
+ * The model of the harness is exact where a single thread can know the
+ * answer, and gives a range where serex ends work out of sight (a group's
+ * cancelled task skipped by its executor, a future dropped by a
+ * shutdown_now and never looked at): then a check accepts what the range
+ * allows, and learns from the answer.
+ *
+ * Wrappers (serials, stripeds, limiters) are destroyed mid-run only when
+ * that is valid and cannot block: nothing (timer, parked gate task,
+ * channel continuation, a future's or group's continuation not yet
+ * posted, a limiter over it) still names the wrapper as its target, and
+ * after shutdown_now the wrapper says terminated to
+ * await_termination(ex, 0). Groups are destroyed only once wait(0) says
+ * empty.
  *
  * The one internal name used is serex__alloc_fail_nth (fails the n-th
  * allocation from now; the static library has it), for op OP_ALLOC_FAIL.
@@ -75,7 +104,8 @@
 #endif
 
 #ifndef SEREX_FUZZ_NO_ALLOC_FAIL
-/* src/common_internal.h: the n-th allocation from now fails; 0: none. */
+/* src/common_internal.h: the n-th allocation from now fails; 0: none.
+ * Returns the allocations made since it was last set. */
 unsigned long serex__alloc_fail_nth(unsigned long n);
 #endif
 
@@ -86,66 +116,202 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define NKEYS 4
 #define NGATE 2
 #define NCHAN 2
+#define NLIM 2
+#define NGROUP 2
 #define NFUT 16
 #define NTIMER 32
+#define NTHEN_FN 8     /* then-futures on one future: one fn each */
+#define MAX_CONTS 16   /* continuations on one future */
+#define MAX_NEST 4     /* serex_manual_run_one nested from tasks */
+#define MAX_RUNNING 32 /* tasks inside task_run at once */
 #define MAX_RECS 4096
 #define MAX_OPS 2048
 #define MAX_PERIODIC 16       /* bounds the runs one advance can make */
 #define SETTLE_BUDGET (1u << 22)
 #define SEREX_FUZZ_SATURATE_NS INT64_C(1000000)
 
-/* Executors an operation can name (a "dest"), for execute and submit. */
+/* Executors an operation can name (a "dest"), for execute and submit.
+ * Continuations and groups take executors, not keys: a striped key dest
+ * means the striped's keyless face there (dest_norm). */
 enum {
     D_MANUAL,
     D_SERIAL0,
-    D_STRIPED0 = D_SERIAL0 + NSERIAL,      /* striped i, key k */
+    D_STRIPED0 = D_SERIAL0 + NSERIAL,        /* striped i, key k */
     D_FACE0 = D_STRIPED0 + NSTRIPED * NKEYS, /* striped i's keyless face */
-    D_SCHED = D_FACE0 + NSTRIPED,          /* the scheduler's face */
-    ND
+    D_SCHED = D_FACE0 + NSTRIPED,            /* the scheduler's face */
+    D_LIM0,                                  /* limiter j */
+    ND = D_LIM0 + NLIM,
+    D_TIMER = ND, /* not a dest: a timer's run on the timer "thread" */
+    D_NONE = 0xff
 };
 
 /* Executors for the life-cycle calls (shutdown, await, ...): a "sel". */
-enum { SEL_MANUAL, SEL_SERIAL0, SEL_FACE0 = SEL_SERIAL0 + NSERIAL,
-       SEL_SCHED = SEL_FACE0 + NSTRIPED, NSEL };
+enum {
+    SEL_MANUAL,
+    SEL_SERIAL0,
+    SEL_FACE0 = SEL_SERIAL0 + NSERIAL,
+    SEL_SCHED = SEL_FACE0 + NSTRIPED,
+    SEL_LIM0,
+    NSEL = SEL_LIM0 + NLIM
+};
 
 /* Order streams: the manual executor, each serial, each striped key
- * (their runs and hand-backs together), each gate and target (runs). */
-enum { S_MANUAL, S_SERIAL0, S_STRIPED0 = S_SERIAL0 + NSERIAL,
-       S_GATE0 = S_STRIPED0 + NSTRIPED * NKEYS,
-       NSTREAMS = S_GATE0 + NGATE * (1 + NSERIAL) };
+ * (their runs and hand-backs together), each gate and target (runs),
+ * each limiter (runs and hand-backs: a single thread starts its tasks in
+ * submission order whatever its max_running). */
+enum {
+    S_MANUAL,
+    S_SERIAL0,
+    S_STRIPED0 = S_SERIAL0 + NSERIAL,
+    S_GATE0 = S_STRIPED0 + NSTRIPED * NKEYS,
+    S_LIM0 = S_GATE0 + NGATE * (1 + NSERIAL),
+    NSTREAMS = S_LIM0 + NLIM
+};
 
-enum kind { K_UNUSED, K_EXEC, K_GATE, K_ONESHOT, K_RATE, K_DELAY, K_SEND,
-            K_RECV, K_FUTURE };
+/* Wrappers a record may still post to (its "ext"): serials, stripeds,
+ * limiters, in wrapper_destroy's numbering. */
+enum {
+    X_SERIAL0,
+    X_STRIPED0 = X_SERIAL0 + NSERIAL,
+    X_LIM0 = X_STRIPED0 + NSTRIPED,
+    NX = X_LIM0 + NLIM
+};
 
-/* What a task does when it runs, besides being counted. */
-enum act { A_CHILD, A_SHUTDOWN, A_SHUTDOWN_NOW, A_PROBE, A_TIMER_CANCEL,
-           A_FUTURE_CANCEL, A_SCHEDULE, A_SEND, NACT };
+enum kind {
+    K_UNUSED,
+    K_EXEC,
+    K_GATE,
+    K_ONESHOT,
+    K_RATE,
+    K_DELAY,
+    K_SEND,
+    K_RECV,
+    K_FUTURE,
+    K_THEN,
+    K_ONDONE,
+    K_NOTE,
+    NKINDS
+};
+
+/* What a task does when it runs, besides being counted. Values from NACT
+ * to 15 (an act byte is taken % 16) do nothing. */
+enum act {
+    A_CHILD,
+    A_SHUTDOWN,
+    A_SHUTDOWN_NOW,
+    A_PROBE,
+    A_TIMER_CANCEL,
+    A_FUTURE_CANCEL,
+    A_SCHEDULE,
+    A_SEND,
+    A_FUTURE_WAIT,
+    A_RUN_ONE,
+    A_GROUP,
+    A_CONT,
+    NACT
+};
 
 /* Who is running code now: the top level, a task the manual executor
- * runs, a task advance runs on the timer "thread", a handed-back task. */
-enum ctx { CTX_TOP, CTX_MANUAL, CTX_TIMER, CTX_FOREIGN };
+ * runs, a task advance runs on the timer "thread", a handed-back task
+ * (none since promise 2a), or serex_scheduler_run_until (task_run tells
+ * its two parts apart by where the task runs). */
+enum ctx { CTX_TOP, CTX_MANUAL, CTX_TIMER, CTX_FOREIGN, CTX_RUN_UNTIL };
 
 /* Why a periodic timer can start no more runs. */
 enum stop { STOP_NO, STOP_CANCEL, STOP_SHUTDOWN, STOP_REJECTED };
 
+/* New operations go at the end, so corpus inputs keep most of their
+ * meaning (those in corpus/ were re-encoded when NOPS grew: README.md). */
 enum op {
-    OP_SERIAL_CREATE, OP_STRIPED_CREATE, OP_WRAPPER_DESTROY, OP_EXECUTE,
-    OP_SUBMIT, OP_FUTURE_CANCEL, OP_FUTURE_WAIT, OP_FUTURE_RELEASE,
-    OP_SCHEDULE, OP_TIMER_CANCEL, OP_TIMER_RELEASE, OP_ADVANCE, OP_RUN_ONE,
-    OP_RUN_PENDING, OP_RUN_HANDED_BACK, OP_GATE_CREATE, OP_GATE_EXECUTE,
-    OP_GATE_OPEN, OP_GATE_CLOSE, OP_GATE_DESTROY, OP_CHAN_CREATE,
-    OP_CHAN_SEND, OP_CHAN_RECV, OP_CHAN_CLOSE, OP_SHUTDOWN, OP_SHUTDOWN_NOW,
-    OP_AWAIT, OP_ALLOC_FAIL, OP_STATS, OP_BAD_INPUT, NOPS
+    OP_SERIAL_CREATE,
+    OP_STRIPED_CREATE,
+    OP_WRAPPER_DESTROY,
+    OP_EXECUTE,
+    OP_SUBMIT,
+    OP_FUTURE_CANCEL,
+    OP_FUTURE_WAIT,
+    OP_FUTURE_RELEASE,
+    OP_SCHEDULE,
+    OP_TIMER_CANCEL,
+    OP_TIMER_RELEASE,
+    OP_ADVANCE,
+    OP_RUN_ONE,
+    OP_RUN_PENDING,
+    OP_RUN_HANDED_BACK,
+    OP_GATE_CREATE,
+    OP_GATE_EXECUTE,
+    OP_GATE_OPEN,
+    OP_GATE_CLOSE,
+    OP_GATE_DESTROY,
+    OP_CHAN_CREATE,
+    OP_CHAN_SEND,
+    OP_CHAN_RECV,
+    OP_CHAN_CLOSE,
+    OP_SHUTDOWN,
+    OP_SHUTDOWN_NOW,
+    OP_AWAIT,
+    OP_ALLOC_FAIL,
+    OP_STATS,
+    OP_BAD_INPUT,
+    /* 0.2.0 */
+    OP_ON_DONE,
+    OP_THEN,
+    OP_GROUP_CREATE,
+    OP_GROUP_EXEC,
+    OP_GROUP_ENTER_LEAVE,
+    OP_GROUP_NOTIFY,
+    OP_GROUP_CANCEL,
+    OP_GROUP_WAIT,
+    OP_LIMITER_CREATE,
+    OP_SCHEDULE_MISSED,
+    OP_RUN_UNTIL,
+    OP_BAD_INPUT2,
+    NOPS
 };
 
 static const char *const op_names[NOPS] = {
-    "serial_create", "striped_create", "wrapper_destroy", "execute",
-    "submit", "future_cancel", "future_wait", "future_release",
-    "schedule", "timer_cancel", "timer_release", "advance", "run_one",
-    "run_pending", "run_handed_back", "gate_create", "gate_execute",
-    "gate_open", "gate_close", "gate_destroy", "chan_create", "chan_send",
-    "chan_recv", "chan_close", "shutdown", "shutdown_now", "await",
-    "alloc_fail", "stats", "bad_input",
+    "serial_create",
+    "striped_create",
+    "wrapper_destroy",
+    "execute",
+    "submit",
+    "future_cancel",
+    "future_wait",
+    "future_release",
+    "schedule",
+    "timer_cancel",
+    "timer_release",
+    "advance",
+    "run_one",
+    "run_pending",
+    "run_handed_back",
+    "gate_create",
+    "gate_execute",
+    "gate_open",
+    "gate_close",
+    "gate_destroy",
+    "chan_create",
+    "chan_send",
+    "chan_recv",
+    "chan_close",
+    "shutdown",
+    "shutdown_now",
+    "await",
+    "alloc_fail",
+    "stats",
+    "bad_input",
+    "on_done",
+    "then",
+    "group_create",
+    "group_exec",
+    "group_enter_leave",
+    "group_notify",
+    "group_cancel",
+    "group_wait",
+    "limiter_create",
+    "schedule_missed",
+    "run_until",
+    "bad_input2",
 };
 
 /* One task: what it is, where it went, and what has become of it. */
@@ -154,27 +320,44 @@ struct rec {
     uint8_t act, act_arg;   /* enum act (NACT: none) and its argument */
     uint8_t stop;           /* periodic: enum stop */
     int8_t stream;          /* order stream, -1: none */
-    int8_t ext;             /* serial slot it names as a target, -1: none */
+    int8_t ext;             /* wrapper (X_*) it will post to, -1: none */
     int8_t chan;            /* K_SEND, K_RECV: channel slot */
+    uint8_t dest;           /* where it runs: a dest, D_TIMER or D_NONE */
     bool null_target;       /* a timer run on the timer "thread" */
-    bool cancelled;         /* a cancel said true (or wait: cancelled) */
+    bool cancelled;         /* ended without running: a cancel said true,
+                               wait said ECANCELED, or known to follow */
+    bool cancel_said;       /* a serex_future_cancel of it said true */
+    bool gcancelled;        /* a group cancel counted it (or may have) */
+    bool greached;          /* group task: known to have left its group */
+    bool maybe_dropped;     /* a DROP shutdown of the scheduler may have
+                               dropped it (no run, no hand-back) */
+    bool on_target;         /* continuation: known to have run on its
+                               target, not at once where it was posted */
+    bool sat_end;           /* fixed rate: its grid saturated, it ended */
+    uint8_t policy;         /* K_RATE: serex_missed_policy */
+    uint8_t tidx;           /* K_THEN: its call is then_fns[tidx] */
+    uint8_t nconts, nthens; /* futures: continuations added (thens) */
+    uint8_t cseq;           /* continuation: place among its source's */
+    uint16_t gid;           /* group task or K_NOTE: its group, 0: none */
+    int16_t src;            /* continuation: its future's record, -1 */
+    int16_t prev_cont;      /* continuation: the one added before it */
+    int16_t last_cont;      /* future: its last continuation, -1 */
     uint32_t runs, backs;   /* ran; came back (on_pending, on_rejected) */
     uint32_t delivered;     /* K_SEND: receivers that got the item */
     uint32_t seq;           /* place in its stream or channel */
     int32_t got;            /* K_RECV: 1 + item's index, 0: NULL, -1: none */
+    uint32_t snow_at;       /* fz.snows when accepted */
+    uint32_t afail_at;      /* fz.afail_epoch at creation; UINT32_MAX if
+                               a failure was armed */
+    uint32_t enters_at;     /* K_NOTE: its group's enters at registration */
     int64_t due, period;    /* timers: first due time; period */
     int64_t last;           /* fixed delay: the clock at the last run */
+    int64_t next_due;       /* fixed rate: the grid point of its next run */
 };
 
 struct stream {
     uint32_t next;          /* seq of the last accepted task */
     uint32_t last_run, last_event;
-};
-
-/* A handed-back task that is not ours: run later, in order. */
-struct foreign {
-    serex_fn fn;
-    void *arg;
 };
 
 struct fuzz {
@@ -184,20 +367,46 @@ struct fuzz {
     bool trace;             /* SEREX_FUZZ_TRACE set: print each op */
     enum ctx ctx;
     serex_serial_config wcfg; /* every serial's and striped's */
+    serex_pending_policy on_shutdown; /* the scheduler's */
+    size_t max_timers;                /* the scheduler's cap (0: none) */
     serex_executor *manual;
     serex_executor *serial[NSERIAL];
     serex_striped *striped[NSTRIPED];
+    serex_executor *lim[NLIM];
+    uint8_t lim_target[NLIM]; /* 0: the manual executor, 1 + i: serial i */
+    uint8_t lim_max[NLIM];
+    unsigned lim_in[NLIM]; /* its tasks inside their fn now */
+    unsigned lim_peak;     /* the most seen at once (trace) */
     serex_scheduler *sched;
     serex_gate *gate[NGATE];
     serex_channel *chan[NCHAN];
     uint32_t sends[NCHAN], recvs[NCHAN]; /* accepted so far */
     struct { serex_future *f; struct rec *r; } fut[NFUT];
     struct { serex_timer *t; struct rec *r; } timer[NTIMER];
+    struct {
+        serex_group *g;
+        uint16_t gid;
+        uint32_t enters, leaves;
+    } grp[NGROUP];
+    uint16_t gids; /* groups made so far */
     struct stream streams[NSTREAMS];
-    uint64_t rejected;      /* on_rejected calls */
+    uint64_t rejected;      /* on_rejected calls for refused runs */
+    uint64_t handed;        /* on_rejected calls from a HAND_BACK shutdown */
+    bool handing_back;      /* inside such a shutdown */
     unsigned periodic;      /* periodic timers scheduled */
-    struct foreign *foreign;
-    size_t nforeign, foreign_head, foreign_cap;
+    /* Ever shut down (since the slot's executor was made): a
+     * continuation posted there may have run at once where it was. */
+    bool shut_manual, shut_sched, shut_x[NX];
+    uint32_t snows;           /* shutdown_now, destroy, dropping shutdowns */
+    uint32_t afail_epoch;     /* allocation failures armed so far */
+    bool afail_armed;         /* one may still come */
+    unsigned long afail_left; /* allocations until it does */
+    bool in_ru;               /* inside serex_scheduler_run_until */
+    int64_t ru_start;         /* the clock when it was called */
+    unsigned nest;            /* serex_manual_run_one nested from tasks */
+    unsigned depth;           /* tasks inside task_run now */
+    struct rec *running[MAX_RUNNING];
+    const struct rec *reg_note; /* must not run inside this notify call */
     struct {                /* the teardown's receive in flight */
         int pending;
         uint32_t seq;
@@ -243,9 +452,32 @@ static void alloc_fail(unsigned long n)
 {
 #ifndef SEREX_FUZZ_NO_ALLOC_FAIL
     serex__alloc_fail_nth(n);
+    fz.afail_left = n;
+    fz.afail_armed = n != 0;
+    fz.afail_epoch += n != 0;
 #else
     (void)n;
 #endif
+}
+
+/* Whether an armed allocation failure may still come: asks the hook how
+ * many allocations were made and sets it again for the rest. */
+static bool alloc_armed(void)
+{
+#ifndef SEREX_FUZZ_NO_ALLOC_FAIL
+    if (fz.afail_armed) {
+        unsigned long made = serex__alloc_fail_nth(0);
+
+        if (made >= fz.afail_left) {
+            fz.afail_armed = false;
+            fz.afail_left = 0;
+        } else {
+            fz.afail_left -= made;
+            serex__alloc_fail_nth(fz.afail_left);
+        }
+    }
+#endif
+    return fz.afail_armed;
 }
 
 /* --- records and order streams --- */
@@ -261,8 +493,25 @@ static struct rec *rec_new(enum kind kind)
     r->kind = (uint8_t)kind;
     r->act = NACT;
     r->stream = r->ext = r->chan = -1;
+    r->dest = D_NONE;
+    r->src = r->prev_cont = r->last_cont = -1;
     r->got = -1;
+    r->snow_at = fz.snows;
+    r->afail_at = alloc_armed() ? UINT32_MAX : fz.afail_epoch;
     return r;
+}
+
+static int rec_index(const struct rec *r)
+{
+    return (int)(r - fz.recs);
+}
+
+/* Whether @p points at a record in use (a value a task returned). */
+static bool rec_valid(const void *p)
+{
+    const struct rec *r = p;
+
+    return r >= fz.recs && r < fz.recs + fz.nrecs;
 }
 
 /* The submission said no: the record stays, marked, to catch a run. */
@@ -284,6 +533,12 @@ static void stream_commit(struct rec *r)
         fz.streams[r->stream].next = r->seq;
 }
 
+/* Streams whose hand-backs keep the order too (not a gate's). */
+static bool stream_fifo(int s)
+{
+    return s < S_GATE0 || s >= S_LIM0;
+}
+
 static void stream_event(struct rec *r, bool run)
 {
     struct stream *st;
@@ -292,36 +547,67 @@ static void stream_event(struct rec *r, bool run)
         return;
     st = &fz.streams[r->stream];
     if (run) {
-        CHECK(r->seq > st->last_run, "order: a task ran before an earlier "
-              "one of its executor, serial, key or gate", r);
+        CHECK(r->seq > st->last_run,
+              "order: a task ran before an earlier "
+              "one of its executor, serial, key, limiter or gate",
+              r);
         st->last_run = r->seq;
     }
-    if (r->stream < S_GATE0) {
+    if (stream_fifo(r->stream)) {
         CHECK(r->seq > st->last_event, "order: a task ran or came back "
               "out of submission order", r);
         st->last_event = r->seq;
     }
 }
 
-/* Done with its target: nothing will reach that executor for it. */
+/* A FIFO stream's later task ran or came back: @r was reached before. */
+static bool stream_passed(const struct rec *r)
+{
+    return r->stream >= 0 && stream_fifo(r->stream) &&
+           fz.streams[r->stream].last_event > r->seq;
+}
+
+static bool future_kind(const struct rec *r)
+{
+    return r->kind == K_FUTURE || r->kind == K_THEN;
+}
+
+/* A future's end is known: its call ran, or it ended without. */
+static bool future_ended(const struct rec *f)
+{
+    return f->runs > 0 || f->cancelled;
+}
+
+/* Done with its target: nothing will reach that executor for it. A
+ * continuation is posted once its future ends (then a destroy of the
+ * target takes it back and runs it at once); a notification we count
+ * as out only once it ran. */
 static bool rec_settled(const struct rec *r)
 {
     switch (r->kind) {
-    case K_ONESHOT: return r->runs + r->backs > 0 || r->cancelled;
+    case K_ONESHOT:
+        return r->runs + r->backs > 0 || r->cancelled || r->maybe_dropped;
     case K_RATE:
-    case K_DELAY: return r->stop != STOP_NO;
+    case K_DELAY: return r->stop != STOP_NO || r->sat_end;
     case K_GATE:
     case K_SEND: return r->runs + r->backs > 0;
     case K_RECV: return r->runs > 0;
+    case K_ONDONE: return r->runs > 0 || future_ended(&fz.recs[r->src]);
+    case K_THEN:
+        return r->runs > 0 || r->cancelled || future_ended(&fz.recs[r->src]);
+    case K_NOTE: return r->runs > 0;
     default: return true;
     }
 }
 
-static bool serial_in_use(int slot)
+static bool wrapper_in_use(int x)
 {
     for (size_t i = 0; i < fz.nrecs; i++)
-        if (fz.recs[i].ext == slot && !rec_settled(&fz.recs[i]))
+        if (fz.recs[i].ext == x && !rec_settled(&fz.recs[i]))
             return true;
+    for (int j = 0; x < X_STRIPED0 && j < NLIM; j++)
+        if (fz.lim[j] != NULL && fz.lim_target[j] == 1 + x)
+            return true; /* a limiter over the serial */
     return false;
 }
 
@@ -351,13 +637,21 @@ static serex_executor *sel_ex(unsigned sel)
         return fz.serial[sel - SEL_SERIAL0];
     if (sel < SEL_SCHED)
         return striped_face((int)(sel - SEL_FACE0));
-    return serex_scheduler_executor(fz.sched);
+    if (sel == SEL_SCHED)
+        return serex_scheduler_executor(fz.sched);
+    return fz.lim[sel - SEL_LIM0];
 }
 
 /* A target for timers (-1: the timer thread), gates and channels. */
 static serex_executor *target_ex(int t)
 {
     return t < 0 ? NULL : t == 0 ? fz.manual : fz.serial[t - 1];
+}
+
+/* The dest of such a target. */
+static uint8_t target_dest(int t)
+{
+    return (uint8_t)(t < 0 ? D_TIMER : t == 0 ? D_MANUAL : D_SERIAL0 + t - 1);
 }
 
 static const uint64_t keys[NKEYS] = {0, 1, 2, UINT64_MAX};
@@ -371,6 +665,8 @@ static int dest_stream(unsigned d)
         return S_SERIAL0 + (int)(d - D_SERIAL0);
     if (d < D_FACE0)
         return S_STRIPED0 + (int)(d - D_STRIPED0);
+    if (d >= D_LIM0 && d < ND)
+        return S_LIM0 + (int)(d - D_LIM0);
     return -1;
 }
 
@@ -385,7 +681,63 @@ static serex_executor *dest_ex(unsigned d)
         return striped_face((int)((d - D_STRIPED0) / NKEYS));
     if (d < D_SCHED)
         return striped_face((int)(d - D_FACE0));
-    return serex_scheduler_executor(fz.sched);
+    if (d == D_SCHED)
+        return serex_scheduler_executor(fz.sched);
+    return fz.lim[d - D_LIM0];
+}
+
+/* For calls that take an executor: a striped key means its face. */
+static unsigned dest_norm(unsigned d)
+{
+    d %= ND;
+    if (d >= D_STRIPED0 && d < D_FACE0)
+        return D_FACE0 + (d - D_STRIPED0) / NKEYS;
+    return d;
+}
+
+/* The wrapper a (normalised) dest is, -1 if none. */
+static int8_t dest_ext(unsigned d)
+{
+    if (d >= D_SERIAL0 && d < D_STRIPED0)
+        return (int8_t)(X_SERIAL0 + d - D_SERIAL0);
+    if (d >= D_FACE0 && d < D_SCHED)
+        return (int8_t)(X_STRIPED0 + d - D_FACE0);
+    if (d >= D_LIM0 && d < ND)
+        return (int8_t)(X_LIM0 + d - D_LIM0);
+    return -1;
+}
+
+static int dest_limiter(unsigned d)
+{
+    return d >= D_LIM0 && d < ND ? (int)(d - D_LIM0) : -1;
+}
+
+/* Whether nothing under dest @d (a continuation's target) was ever shut
+ * down, so that it accepts and keeps what is posted to it. Only asked for
+ * the manual executor, serials and limiters (all over the manual one). */
+static bool dest_never_shut(unsigned d)
+{
+    int j = dest_limiter(d);
+
+    if (fz.shut_manual)
+        return false;
+    if (d == D_MANUAL)
+        return true;
+    if (d >= D_SERIAL0 && d < D_STRIPED0)
+        return !fz.shut_x[X_SERIAL0 + d - D_SERIAL0];
+    if (j < 0)
+        return false;
+    return !fz.shut_x[X_LIM0 + j] &&
+           (fz.lim_target[j] == 0 || !fz.shut_x[fz.lim_target[j] - 1]);
+}
+
+/* Whether continuation @r, running now, surely runs on its target: the
+ * target never refused nor took anything back (never shut down, and no
+ * allocation could fail) since @r was made. */
+static bool cont_on_target(const struct rec *r)
+{
+    return r->afail_at == fz.afail_epoch && !alloc_armed() &&
+           dest_never_shut(r->dest);
 }
 
 static bool status_ok(int rc)
@@ -395,32 +747,164 @@ static bool status_ok(int rc)
            rc == SEREX_EFULL;
 }
 
+/* --- the tasks running now (promise 7b) --- */
+
+static void run_push(struct rec *r)
+{
+    CHECK(fz.depth < MAX_RUNNING, "harness: tasks nested too deep", r);
+    fz.running[fz.depth++] = r;
+}
+
+static void run_pop(void)
+{
+    fz.depth--;
+}
+
+static bool on_timer_thread(const struct rec *r)
+{
+    return r->dest == D_SCHED || r->dest == D_TIMER;
+}
+
+/* Whether a task running at dest @d runs inside serial @i's drain. */
+static bool dest_in_serial(unsigned d, unsigned i)
+{
+    int j = dest_limiter(d);
+
+    return d == D_SERIAL0 + i || (j >= 0 && fz.lim_target[j] == 1 + i);
+}
+
+/*
+ * Whether a future queued at dest @d (its submission's, or a then's
+ * target), not ended, could start only after a task running now returns:
+ * promise 7b as serex tells it, from the executors each running task
+ * runs inside (every task that is not on the timer thread runs inside
+ * serex_manual_run_one or run_pending of the manual executor).
+ */
+static bool behind_running(unsigned d)
+{
+    int j = dest_limiter(d);
+
+    for (unsigned k = 0; k < fz.depth; k++) {
+        const struct rec *t = fz.running[k];
+
+        if (d == D_MANUAL && !on_timer_thread(t))
+            return true;
+        if (d >= D_SERIAL0 && d < D_STRIPED0 &&
+            dest_in_serial(t->dest, d - D_SERIAL0))
+            return true;
+        if (d >= D_STRIPED0 && d < D_FACE0 && t->dest == d)
+            return true; /* the same key of the same striped */
+        if (j >= 0 && fz.lim_max[j] == 1 && t->dest == d)
+            return true;
+    }
+    return false;
+}
+
+/* Whether a periodic run is under way (serex_timer_overrun() is its). */
+static bool periodic_running(void)
+{
+    for (unsigned k = 0; k < fz.depth; k++)
+        if (fz.running[k]->kind == K_RATE || fz.running[k]->kind == K_DELAY)
+            return true;
+    return false;
+}
+
+/* Whether a task of group @gid runs now (its wait says SEREX_EDEADLK). */
+static bool group_running(uint16_t gid)
+{
+    for (unsigned k = 0; k < fz.depth; k++)
+        if (fz.running[k]->gid == gid && fz.running[k]->kind == K_EXEC)
+            return true;
+    return false;
+}
+
 /* --- what tasks do --- */
 
 static void task_run(void *arg);
+static void *task_call(void *arg);
 static void on_pending(serex_fn fn, void *arg, void *ctx);
+
+/* The grid point after a fixed-rate run due at @key that started and
+ * ended at @start (no time passes in a run here), by its missed-run
+ * policy (docs/scheduler.md, "Missed runs"): BURST the next point, DELAY
+ * one period after the late start, COALESCE and SKIP the first point
+ * after the start. */
+static int64_t rate_next(const struct rec *r, int64_t key, int64_t start)
+{
+    int64_t n;
+
+    switch (r->policy) {
+    case SEREX_MISSED_BURST: return sat_add(key, r->period);
+    case SEREX_MISSED_DELAY:
+        return sat_add(start > key ? start : key, r->period);
+    default: break;
+    }
+    n = (start > key ? (start - key) / r->period : 0) + 1;
+    return n > INT64_MAX / r->period ? INT64_MAX : sat_add(key, n * r->period);
+}
+
+/* Grid points a fixed-rate run due at @key, starting now, folds in. */
+static uint64_t rate_overrun(const struct rec *r, int64_t key, int64_t now)
+{
+    if (r->policy == SEREX_MISSED_BURST || now <= key)
+        return 0;
+    return (uint64_t)((now - key) / r->period);
+}
 
 static void timer_ran(struct rec *r)
 {
     int64_t now = serex_scheduler_now(fz.sched);
+    /* run_until runs each run at its due time, if it came due there */
+    bool exact_ru = fz.in_ru && !r->null_target;
 
     switch (r->kind) {
     case K_ONESHOT:
         CHECK(now >= r->due, "a timer fired early (promise 6)", r);
         CHECK(!r->null_target || now == r->due,
               "advance did not run a timer at its due time", r);
+        CHECK(!exact_ru || r->due < fz.ru_start || now == r->due,
+              "run_until did not run a timer at its due time", r);
         break;
     case K_RATE:
         CHECK(r->stop == STOP_NO, "a periodic run started after cancel "
               "or shutdown", r);
+        CHECK(!r->sat_end,
+              "a fixed-rate run came after its grid "
+              "saturated at INT64_MAX",
+              r);
         CHECK(now >= sat_add(r->due, (int64_t)r->runs * r->period),
               "a fixed-rate run came early (promise 6)", r);
+        CHECK(now >= r->next_due,
+              "a fixed-rate run came before the grid "
+              "point of its missed-run policy",
+              r);
+        CHECK(!r->null_target || now == r->next_due,
+              "advance did not run "
+              "a fixed-rate timer at its grid point",
+              r);
+        CHECK(!exact_ru || r->next_due < fz.ru_start || now == r->next_due,
+              "run_until did not run a fixed-rate run at its grid point", r);
+        CHECK(serex_timer_overrun() == rate_overrun(r, r->next_due, now),
+              "serex_timer_overrun() is not what the missed-run policy "
+              "folds in",
+              r);
+        {
+            int64_t next = rate_next(r, r->next_due, now);
+
+            if (next <= r->next_due)
+                r->sat_end = true; /* no later point: the timer ends */
+            r->next_due = next;
+        }
         break;
     default: /* K_DELAY */
         CHECK(r->stop == STOP_NO, "a periodic run started after cancel "
               "or shutdown", r);
         CHECK(now >= (r->runs == 0 ? r->due : sat_add(r->last, r->period)),
               "a fixed-delay run came early (promise 6)", r);
+        CHECK(serex_timer_overrun() == 0,
+              "serex_timer_overrun() is not 0 "
+              "in a fixed-delay run",
+              r);
         r->last = now;
         break;
     }
@@ -437,6 +921,7 @@ static bool exec_new(unsigned d, uint8_t act, uint8_t act_arg)
         return false;
     r->act = act;
     r->act_arg = act_arg;
+    r->dest = (uint8_t)d;
     if (s >= 0)
         stream_begin(r, s);
     if (d >= D_STRIPED0 && d < D_FACE0)
@@ -456,9 +941,13 @@ static bool exec_new(unsigned d, uint8_t act, uint8_t act_arg)
 static void timer_cancel(unsigned i);
 static void future_cancel(unsigned i);
 static void schedule_new(int kind, int target, int64_t delay, int64_t period,
-                         bool keep, uint8_t act, uint8_t act_arg);
+                         bool keep, uint8_t act, uint8_t act_arg, int policy);
 static void chan_send(unsigned c, int target);
 static void sel_shutdown(unsigned sel, bool now);
+static void future_wait_in_task(unsigned i);
+static void group_act(uint8_t a);
+static void cont_new(enum kind kind, unsigned i, unsigned d);
+static bool manual_run_one(void);
 
 /*
  * Promise 7 from inside a task: on the manual executor, await and destroy
@@ -488,6 +977,18 @@ static void probe(unsigned sel)
     }
 }
 
+/* Runs one or two manual tasks from inside a task: tasks of a limiter
+ * overlap so (each level is one more inside its fn). */
+static void nested_run(uint8_t a)
+{
+    if (fz.nest >= MAX_NEST)
+        return;
+    fz.nest++;
+    for (int k = 0; k <= (a & 1); k++)
+        manual_run_one();
+    fz.nest--;
+}
+
 static void task_act(struct rec *r)
 {
     uint8_t a = r->act_arg;
@@ -500,20 +1001,55 @@ static void task_act(struct rec *r)
     case A_TIMER_CANCEL: timer_cancel(a); break;
     case A_FUTURE_CANCEL: future_cancel(a); break;
     case A_SCHEDULE:
-        schedule_new(0, (a & 3) - 1, (int64_t)(a >> 2) * 64, 0, false, NACT,
-                     0);
+        schedule_new(0, (a & 3) - 1, (int64_t)(a >> 2) * 64, 0, false, NACT, 0,
+                     -1);
         break;
     case A_SEND: chan_send(a & 1, 0); break;
+    case A_FUTURE_WAIT: future_wait_in_task(a % NFUT); break;
+    case A_RUN_ONE: nested_run(a); break;
+    case A_GROUP: group_act(a); break;
+    case A_CONT:
+        cont_new(a & 1 ? K_THEN : K_ONDONE, (a >> 1) % NFUT, a >> 5);
+        break;
     default: break;
     }
+}
+
+/* The limiter whose task @r is (always on its target), or -1. */
+static int rec_limiter(const struct rec *r)
+{
+    return r->kind == K_EXEC || r->kind == K_FUTURE ? dest_limiter(r->dest)
+                                                    : -1;
+}
+
+static void limiter_enter(int j, const struct rec *r)
+{
+    if (j < 0)
+        return;
+    CHECK(++fz.lim_in[j] <= fz.lim_max[j],
+          "more tasks of a limiter ran "
+          "at once than its max_running",
+          r);
+    if (fz.lim_in[j] > fz.lim_peak)
+        fz.lim_peak = fz.lim_in[j];
+}
+
+static void limiter_leave(int j)
+{
+    if (j >= 0)
+        fz.lim_in[j]--;
 }
 
 static void task_run(void *arg)
 {
     struct rec *r = arg;
+    enum ctx saved = fz.ctx;
+    int lim;
 
+    CHECK(rec_valid(r), "a task ran with an argument never given", NULL);
     CHECK(r->kind != K_UNUSED, "a task ran though its submission failed "
           "(promise 1)", r);
+    CHECK(!r->gcancelled, "a task ran after a group cancel counted it", r);
     switch (r->kind) {
     case K_EXEC:
     case K_GATE:
@@ -530,21 +1066,44 @@ static void task_run(void *arg)
     case K_DELAY: timer_ran(r); break;
     default: fuzz_fail("task_run got a record of the wrong kind", r);
     }
+    if (r->kind != K_RATE && r->kind != K_DELAY && !periodic_running())
+        CHECK(serex_timer_overrun() == 0,
+              "serex_timer_overrun() is not 0 "
+              "outside a periodic run",
+              r);
     r->runs++;
     stream_event(r, true);
+    if (fz.ctx == CTX_RUN_UNTIL)
+        fz.ctx = on_timer_thread(r) ? CTX_TIMER : CTX_MANUAL;
+    lim = rec_limiter(r);
+    limiter_enter(lim, r);
+    run_push(r);
     task_act(r);
+    run_pop();
+    limiter_leave(lim);
+    fz.ctx = saved;
 }
 
 static void *task_call(void *arg)
 {
     struct rec *r = arg;
+    int lim;
 
+    CHECK(rec_valid(r), "a future's task ran with an argument never given",
+          NULL);
     CHECK(r->kind == K_FUTURE, "a future's task ran though submit failed",
           r);
     CHECK(r->runs == 0 && !r->cancelled, "a future's task ran twice, or "
           "after it was cancelled", r);
+    CHECK(!r->gcancelled,
+          "a future's task ran after a group cancel "
+          "counted it",
+          r);
     r->runs++;
     stream_event(r, true);
+    lim = rec_limiter(r);
+    limiter_enter(lim, r);
+    limiter_leave(lim);
     return r;
 }
 
@@ -567,57 +1126,173 @@ static void task_item(void *item, void *arg)
     r->got = (int32_t)(it - fz.recs) + 1;
 }
 
+/* --- continuations (serex_future_on_done, serex_future_then) --- */
+
+static int fut_slot_of(const struct rec *r)
+{
+    for (int i = 0; i < NFUT; i++)
+        if (fz.fut[i].f != NULL && fz.fut[i].r == r)
+            return i;
+    return -1;
+}
+
+/* Future @f ended without its call: so do its then-futures, at once. */
+static void future_cancelled(struct rec *f)
+{
+    CHECK(f->runs == 0, "a future ended cancelled though its call ran", f);
+    if (f->cancelled)
+        return;
+    f->cancelled = true;
+    for (int j = f->last_cont; j >= 0; j = fz.recs[j].prev_cont)
+        if (fz.recs[j].kind == K_THEN)
+            future_cancelled(&fz.recs[j]);
+}
+
+/* Continuation @r runs (r->runs counted): its future has ended, wait(0)
+ * says how at once, and on one serial (or the manual executor) the
+ * future's continuations run in the order they were added. */
+static void cont_ran(struct rec *r)
+{
+    struct rec *f = &fz.recs[r->src];
+    int slot = fut_slot_of(f), rc;
+
+    if (f->runs == 0)
+        future_cancelled(f); /* what its end must have been */
+    CHECK(f->runs <= 1, "a future's call ran twice", f);
+    if (slot >= 0) {
+        rc = serex_future_wait(fz.fut[slot].f, 0);
+        CHECK(rc == (f->runs ? SEREX_OK : SEREX_ECANCELED),
+              "wait(f, 0) "
+              "inside f's continuation did not give its outcome at once",
+              r);
+        CHECK(rc != SEREX_OK || serex_future_value(fz.fut[slot].f) == f,
+              "a future's value inside its continuation is not what its "
+              "call returned",
+              r);
+    }
+    if (!cont_on_target(r))
+        return;
+    r->on_target = true;
+    if (r->dest >= D_STRIPED0) /* the manual executor and serials */
+        return;
+    for (int j = f->last_cont; j != rec_index(r); j = fz.recs[j].prev_cont) {
+        CHECK(j >= 0, "harness: a continuation is not on its list", r);
+        CHECK(fz.recs[j].dest != r->dest || !fz.recs[j].on_target,
+              "continuations of one future ran on one serial out of the "
+              "order they were added",
+              r);
+    }
+}
+
+/* An on_done continuation: its argument is its record. */
+static void cont_run(void *arg)
+{
+    struct rec *r = arg;
+    int lim;
+
+    CHECK(rec_valid(r), "a continuation ran with an argument never given",
+          NULL);
+    CHECK(r->kind == K_ONDONE,
+          "an on_done continuation ran though "
+          "on_done failed",
+          r);
+    CHECK(r->runs == 0, "an on_done continuation ran twice", r);
+    r->runs++;
+    cont_ran(r);
+    lim = r->on_target ? dest_limiter(r->dest) : -1;
+    limiter_enter(lim, r);
+    limiter_leave(lim);
+}
+
+/* Then-future @i of future @value (its record, as every call returns). */
+static void *then_call(unsigned i, void *value)
+{
+    struct rec *f = value, *r = NULL;
+    int slot, lim, rc;
+
+    CHECK(rec_valid(f) && future_kind(f),
+          "a then's call got a value no "
+          "future returned",
+          NULL);
+    CHECK(f->runs == 1,
+          "a then's call ran though its future's call had "
+          "not",
+          f);
+    for (int j = f->last_cont; j >= 0 && r == NULL; j = fz.recs[j].prev_cont)
+        if (fz.recs[j].kind == K_THEN && fz.recs[j].tidx == i)
+            r = &fz.recs[j];
+    CHECK(r != NULL, "a then's call ran though then failed", f);
+    CHECK(r->runs == 0 && !r->cancelled,
+          "a then's call ran twice, or "
+          "after it was cancelled",
+          r);
+    r->runs++;
+    cont_ran(r);
+    /* its own future has not ended: from its target, a wait is behind */
+    if ((slot = fut_slot_of(r)) >= 0) {
+        unsigned d = r->dest;
+        int j = dest_limiter(d);
+        bool serial = d < D_STRIPED0 || (j >= 0 && fz.lim_max[j] == 1);
+
+        rc = serex_future_wait(fz.fut[slot].f, 0);
+        CHECK(rc == SEREX_EDEADLK || rc == SEREX_ETIMEDOUT,
+              "wait(0) on a "
+              "then-future from its own call gave an unexpected status",
+              r);
+        CHECK(!r->on_target || !serial || rc == SEREX_EDEADLK,
+              "a then's "
+              "call waiting for its own future did not say EDEADLK "
+              "(promise 7b)",
+              r);
+    }
+    lim = r->on_target ? dest_limiter(r->dest) : -1;
+    limiter_enter(lim, r);
+    limiter_leave(lim);
+    return r;
+}
+
+#define THEN_FN(i)                        \
+  static void *then_call_##i(void *value) \
+  {                                       \
+    return then_call(i, value);           \
+  }
+THEN_FN(0)
+THEN_FN(1)
+THEN_FN(2)
+THEN_FN(3)
+THEN_FN(4)
+THEN_FN(5)
+THEN_FN(6)
+THEN_FN(7)
+#undef THEN_FN
+
+static serex_call_fn const then_fns[NTHEN_FN] = {
+    then_call_0, then_call_1, then_call_2, then_call_3,
+    then_call_4, then_call_5, then_call_6, then_call_7,
+};
+
 /* --- what comes back --- */
-
-static void foreign_push(serex_fn fn, void *arg)
-{
-    if (fz.nforeign == fz.foreign_cap) {
-        size_t cap = fz.foreign_cap ? 2 * fz.foreign_cap : 64;
-        struct foreign *p = realloc(fz.foreign, cap * sizeof *p);
-
-        if (p == NULL)
-            fuzz_fail("out of memory for handed-back tasks", NULL);
-        fz.foreign = p;
-        fz.foreign_cap = cap;
-    }
-    fz.foreign[fz.nforeign++] = (struct foreign){fn, arg};
-}
-
-/* Runs the handed-back tasks that are not ours, oldest first (those
- * they hand back meanwhile too). Returns whether any ran. */
-static bool foreign_run_all(void)
-{
-    enum ctx saved = fz.ctx;
-    bool ran = false;
-
-    fz.ctx = CTX_FOREIGN;
-    while (fz.foreign_head < fz.nforeign) {
-        struct foreign f = fz.foreign[fz.foreign_head++];
-
-        f.fn(f.arg);
-        ran = true;
-    }
-    fz.foreign_head = fz.nforeign = 0;
-    fz.ctx = saved;
-    return ran;
-}
 
 static void on_pending(serex_fn fn, void *arg, void *ctx)
 {
     struct rec *r = arg;
 
     (void)ctx;
-    if (fn != task_run) {
-        CHECK(fn != NULL, "on_pending got a NULL task", NULL);
-        foreign_push(fn, arg);
-        return;
-    }
+    CHECK(fn == task_run,
+          "on_pending got a task the harness never "
+          "submitted (promise 2a)",
+          NULL);
+    CHECK(rec_valid(r), "on_pending got an argument never given", NULL);
     CHECK(r->kind != K_UNUSED, "a task came back though its submission "
           "failed (promise 1)", r);
     CHECK(r->kind != K_RATE && r->kind != K_DELAY, "a periodic timer was "
           "handed back (periodic timers are cancelled)", r);
     CHECK(r->runs + r->backs == 0 && !r->cancelled, "a task came back "
           "twice, or after it ran or was cancelled", r);
+    CHECK(!r->gcancelled,
+          "a task came back after a group cancel counted "
+          "it",
+          r);
     r->backs++;
     stream_event(r, false);
 }
@@ -627,8 +1302,24 @@ static void on_rejected(serex_fn fn, void *arg, void *ctx)
     struct rec *r = arg;
 
     (void)ctx;
-    CHECK(fn == task_run, "on_rejected got a task that is not a timer's",
+    CHECK(fn == task_run,
+          "on_rejected got a task that is not the "
+          "harness's (promise 2a)",
           NULL);
+    CHECK(rec_valid(r), "on_rejected got an argument never given", NULL);
+    if (fz.handing_back) { /* cfg.on_shutdown HAND_BACK: pending ones */
+        CHECK(r->kind == K_ONESHOT || (r->kind == K_EXEC && r->dest == D_SCHED),
+              "a HAND_BACK "
+              "shutdown handed back a task that is no one-shot",
+              r);
+        CHECK(r->runs + r->backs == 0 && !r->cancelled && !r->gcancelled,
+              "a HAND_BACK shutdown handed back a task that had run, come "
+              "back or been cancelled",
+              r);
+        r->backs++;
+        fz.handed++;
+        return;
+    }
     CHECK(r->kind == K_ONESHOT || r->kind == K_RATE || r->kind == K_DELAY,
           "on_rejected got a task that is not a timer's", r);
     CHECK(!r->cancelled && r->stop != STOP_CANCEL, "on_rejected got a "
@@ -663,21 +1354,15 @@ static void manual_run_pending(void)
     fz.ctx = saved;
 }
 
-/* Runs everything runnable: the manual queue and the handed-back tasks. */
+/* Runs everything runnable on the manual executor. (Nothing comes back
+ * that is not the harness's own any more, promise 2a: there is no
+ * handed-back task to run.) */
 static void settle(void)
 {
     unsigned budget = SETTLE_BUDGET;
-    bool progress = true;
 
-    while (progress) {
-        progress = false;
-        while (manual_run_one()) {
-            progress = true;
-            CHECK(--budget > 0, "the manual executor never empties", NULL);
-        }
-        if (foreign_run_all())
-            progress = true;
-    }
+    while (manual_run_one())
+        CHECK(--budget > 0, "the manual executor never empties", NULL);
 }
 
 static void advance(int64_t delta)
@@ -690,57 +1375,181 @@ static void advance(int64_t delta)
     fz.ctx = saved;
 }
 
+/* serex_scheduler_run_until over the manual executor (and, by @hi's top
+ * bit, serial 0 or a limiter too, which it must leave alone): every task
+ * runs with the clock at its due time; then nothing due by the deadline
+ * is left, and the manual executor is empty. */
+static void run_until(uint8_t lo, uint8_t hi)
+{
+    serex_executor *exs[2] = {fz.manual, fz.serial[0]};
+    int64_t start = serex_scheduler_now(fz.sched);
+    int64_t deadline = sat_add(start, (int64_t)(lo | (hi & 0x7f) << 8));
+    enum ctx saved = fz.ctx;
+    size_t n = 1;
+    serex_stats st;
+
+    if (hi & 0x80) {
+        if (exs[1] == NULL)
+            exs[1] = fz.lim[0];
+        n += exs[1] != NULL;
+    }
+    fz.ctx = CTX_RUN_UNTIL;
+    fz.in_ru = true;
+    fz.ru_start = start;
+    CHECK(serex_scheduler_run_until(fz.sched, exs, n, deadline) == SEREX_OK,
+          "run_until failed", NULL);
+    fz.in_ru = false;
+    fz.ctx = saved;
+    CHECK(serex_scheduler_now(fz.sched) == deadline,
+          "run_until did not "
+          "leave the clock at its deadline",
+          NULL);
+    CHECK(serex_executor_stats(fz.manual, &st) == SEREX_OK && st.queued == 0,
+          "run_until left tasks on the manual executor", NULL);
+    for (size_t i = 0; i < fz.nrecs && !fz.shut_manual; i++) {
+        const struct rec *r = &fz.recs[i];
+
+        if (r->kind == K_ONESHOT && r->due <= deadline)
+            CHECK(rec_settled(r),
+                  "run_until returned with a one-shot due "
+                  "before its deadline that never ran",
+                  r);
+    }
+}
+
 /* --- wrappers --- */
 
 static void serial_create(unsigned slot)
 {
     slot %= NSERIAL;
-    if (fz.serial[slot] == NULL)
+    if (fz.serial[slot] == NULL) {
         CHECK(status_ok(serex_serial_create(fz.manual, &fz.wcfg,
                                             &fz.serial[slot])),
               "serial_create failed", NULL);
+        fz.shut_x[X_SERIAL0 + slot] = false;
+    }
 }
 
 static void striped_create(unsigned slot)
 {
     slot %= NSTRIPED;
-    if (fz.striped[slot] == NULL)
+    if (fz.striped[slot] == NULL) {
         CHECK(status_ok(serex_striped_create(fz.manual, &fz.wcfg,
                                              &fz.striped[slot])),
               "striped_create failed", NULL);
+        fz.shut_x[X_STRIPED0 + slot] = false;
+    }
 }
 
-/* Destroys a serial or striped when valid and non-blocking (see top). */
+/* A limiter of 1 to 4 over the manual executor or a serial. */
+static void limiter_create(uint8_t a)
+{
+    unsigned j = a & 1, t = (unsigned)(a >> 1) % (1 + NSERIAL);
+    unsigned max = 1 + ((a >> 3) & 3);
+    serex_executor *target = target_ex((int)t);
+    int rc;
+
+    if (fz.lim[j] != NULL || target == NULL)
+        return;
+    rc = serex_limiter_create(target, max, &fz.lim[j]);
+    CHECK(rc == SEREX_OK || rc == SEREX_ENOMEM,
+          "limiter_create gave an "
+          "unexpected status",
+          NULL);
+    CHECK((rc == SEREX_OK) == (fz.lim[j] != NULL),
+          "limiter_create's *out "
+          "disagrees with its status",
+          NULL);
+    fz.lim_target[j] = (uint8_t)t;
+    fz.lim_max[j] = (uint8_t)max;
+    fz.shut_x[X_LIM0 + j] = false;
+}
+
+static serex_executor *wrapper_ex(unsigned x)
+{
+    return x < X_STRIPED0 ? fz.serial[x]
+           : x < X_LIM0   ? striped_face((int)(x - X_STRIPED0))
+                          : fz.lim[x - X_LIM0];
+}
+
+static void wrapper_shutdown_now(unsigned x)
+{
+    serex_executor *ex = wrapper_ex(x);
+
+    if (ex == NULL)
+        return;
+    fz.shut_x[x] = true;
+    fz.snows++;
+    serex_shutdown_now(ex, on_pending, NULL);
+}
+
+/* Destroys a serial, striped or limiter when valid and non-blocking (see
+ * the top). */
 static void wrapper_destroy(unsigned w)
 {
-    bool is_serial = (w %= NSERIAL + NSTRIPED) < NSERIAL;
-    serex_executor *ex = is_serial ? fz.serial[w]
-                                   : striped_face((int)(w - NSERIAL));
+    serex_executor *ex = wrapper_ex(w %= NX);
 
-    if (ex == NULL || (is_serial && serial_in_use((int)w)))
+    if (ex == NULL || wrapper_in_use((int)w))
         return;
-    serex_shutdown_now(ex, on_pending, NULL);
+    wrapper_shutdown_now(w);
     if (serex_await_termination(ex, 0) != SEREX_OK)
         return; /* a keyless task or drain is still out: not now */
     CHECK(serex_destroy(ex) == SEREX_OK, "destroy of a terminated wrapper "
           "failed", NULL);
-    if (is_serial)
+    if (w < X_STRIPED0)
         fz.serial[w] = NULL;
+    else if (w < X_LIM0)
+        fz.striped[w - X_STRIPED0] = NULL;
     else
-        fz.striped[w - NSERIAL] = NULL;
+        fz.lim[w - X_LIM0] = NULL;
+}
+
+/* cfg.on_shutdown DROP: pending one-shots, and tasks of the scheduler's
+ * face (one-shots too), may vanish with no call at all. */
+static void sched_mark_dropped(void)
+{
+    for (size_t i = 0; i < fz.nrecs; i++) {
+        struct rec *r = &fz.recs[i];
+
+        if ((r->kind == K_ONESHOT ||
+             (r->kind == K_EXEC && r->dest == D_SCHED)) &&
+            r->runs + r->backs == 0 && !r->cancelled)
+            r->maybe_dropped = true;
+    }
 }
 
 static void sel_shutdown(unsigned sel, bool now)
 {
     serex_executor *ex = sel_ex(sel);
+    bool saved = fz.handing_back;
 
     if (ex == NULL)
         return;
+    sel %= NSEL;
+    if (sel == SEL_MANUAL)
+        fz.shut_manual = true;
+    else if (sel < SEL_FACE0)
+        fz.shut_x[X_SERIAL0 + sel - SEL_SERIAL0] = true;
+    else if (sel < SEL_SCHED)
+        fz.shut_x[X_STRIPED0 + sel - SEL_FACE0] = true;
+    else if (sel == SEL_SCHED)
+        fz.shut_sched = true;
+    else
+        fz.shut_x[X_LIM0 + sel - SEL_LIM0] = true;
+    fz.snows += now;
+    if (sel == SEL_SCHED && !now && fz.on_shutdown != SEREX_PENDING_FIRE) {
+        fz.snows++; /* futures on its face may end unseen */
+        if (fz.on_shutdown == SEREX_PENDING_DROP)
+            sched_mark_dropped();
+        else
+            fz.handing_back = true;
+    }
     if (now)
         serex_shutdown_now(ex, on_pending, NULL);
     else
         serex_shutdown(ex);
-    if (sel % NSEL == SEL_SCHED)
+    fz.handing_back = saved;
+    if (sel == SEL_SCHED)
         periodic_stop_all(STOP_SHUTDOWN);
 }
 
@@ -773,17 +1582,23 @@ static void sel_stats(unsigned sel)
 
 /* --- futures --- */
 
+static int fut_free_slot(void)
+{
+    for (int i = 0; i < NFUT; i++)
+        if (fz.fut[i].f == NULL)
+            return i;
+    return -1;
+}
+
 static void submit_new(unsigned d)
 {
     serex_executor *ex = dest_ex(d %= ND);
-    int s = dest_stream(d), slot = -1, rc;
+    int s = dest_stream(d), slot = fut_free_slot(), rc;
     struct rec *r;
 
-    for (int i = 0; i < NFUT && slot < 0; i++)
-        if (fz.fut[i].f == NULL)
-            slot = i;
     if (ex == NULL || slot < 0 || (r = rec_new(K_FUTURE)) == NULL)
         return;
+    r->dest = (uint8_t)d;
     if (s >= 0)
         stream_begin(r, s);
     if (d >= D_STRIPED0 && d < D_FACE0)
@@ -817,7 +1632,7 @@ static int future_check(unsigned i)
         break;
     case SEREX_ECANCELED:
         CHECK(r->runs == 0, "wait said ECANCELED but the task ran", r);
-        r->cancelled = true;
+        future_cancelled(r);
         break;
     case SEREX_ETIMEDOUT:
         CHECK(r->runs == 0 && !r->cancelled, "wait said ETIMEDOUT but the "
@@ -828,19 +1643,82 @@ static int future_check(unsigned i)
     return rc;
 }
 
+/*
+ * wait(0) from a task (promise 7b): SEREX_EDEADLK exactly when the future
+ * has not ended and is queued behind a task running now; else as
+ * future_check. A future that ended unseen (dropped) says ECANCELED.
+ */
+static void future_wait_in_task(unsigned i)
+{
+    struct rec *r = fz.fut[i].r;
+    bool behind;
+    int rc;
+
+    if (fz.fut[i].f == NULL)
+        return;
+    behind = behind_running(r->dest);
+    rc = serex_future_wait(fz.fut[i].f, 0);
+    switch (rc) {
+    case SEREX_EDEADLK:
+        CHECK(r->runs == 0 && !r->cancelled,
+              "wait said EDEADLK for a "
+              "future that had ended",
+              r);
+        CHECK(behind,
+              "wait said EDEADLK for a future not queued behind "
+              "its caller (promise 7b)",
+              r);
+        break;
+    case SEREX_ETIMEDOUT:
+        CHECK(!behind,
+              "wait on a future queued behind its caller did not "
+              "say EDEADLK (promise 7b)",
+              r);
+        CHECK(r->runs == 0 && !r->cancelled,
+              "wait said ETIMEDOUT but the "
+              "task ran or was cancelled",
+              r);
+        break;
+    case SEREX_OK:
+        CHECK(r->runs == 1, "wait said OK but the task never ran", r);
+        CHECK(serex_future_value(fz.fut[i].f) == r,
+              "a future's value is "
+              "not what its task returned",
+              r);
+        break;
+    case SEREX_ECANCELED:
+        CHECK(r->runs == 0, "wait said ECANCELED but the task ran", r);
+        future_cancelled(r);
+        break;
+    default: fuzz_fail("future_wait from a task gave an unexpected status", r);
+    }
+}
+
 static void future_cancel(unsigned i)
 {
     struct rec *r;
+    bool was;
 
     if (fz.fut[i %= NFUT].f == NULL)
         return;
     r = fz.fut[i].r;
+    was = r->cancelled; /* a continuation run inside the cancel learns it */
     if (serex_future_cancel(fz.fut[i].f)) {
-        CHECK(r->runs == 0 && !r->cancelled, "future_cancel said true for a "
-              "task that ran or was cancelled", r);
-        r->cancelled = true;
+        CHECK(r->runs == 0 && !was,
+              "future_cancel said true for a task "
+              "that ran or was cancelled",
+              r);
+        r->cancel_said = true;
+        future_cancelled(r);
         CHECK(future_check(i) == SEREX_ECANCELED, "a cancelled future does "
               "not say ECANCELED", r);
+        /* at once, down the chain: every then-future on it says so too */
+        for (unsigned k = 0; k < NFUT; k++)
+            if (fz.fut[k].f != NULL && fz.fut[k].r->cancelled)
+                CHECK(future_check(k) == SEREX_ECANCELED,
+                      "a then-future "
+                      "of a cancelled future is not cancelled at once",
+                      fz.fut[k].r);
     } else {
         CHECK(future_check(i) != SEREX_ETIMEDOUT, "future_cancel said false "
               "for a task that had not started", r);
@@ -857,11 +1735,376 @@ static void future_release(unsigned i)
     fz.fut[i].r = NULL;
 }
 
+/*
+ * Adds continuation @kind (K_ONDONE or K_THEN) to the future in slot @i,
+ * posted to dest @d when it ends. A then-future takes a free slot, or is
+ * released at once (fire and forget: it keeps what it needs).
+ */
+static void cont_new(enum kind kind, unsigned i, unsigned d)
+{
+    serex_future *next = (serex_future *)&fz;
+    serex_executor *ex = dest_ex(d = dest_norm(d));
+    struct rec *f = fz.fut[i %= NFUT].r, *r;
+    int slot = -1, rc;
+
+    if (fz.fut[i].f == NULL || ex == NULL || f->nconts >= MAX_CONTS ||
+        (kind == K_THEN && f->nthens >= NTHEN_FN) ||
+        (r = rec_new(kind)) == NULL)
+        return;
+    r->src = (int16_t)rec_index(f);
+    r->dest = (uint8_t)d;
+    r->ext = dest_ext(d);
+    r->cseq = f->nconts;
+    r->tidx = f->nthens;
+    /* on the list first: it may run inside the call (f has ended and the
+     * target refuses it) */
+    r->prev_cont = f->last_cont;
+    f->last_cont = (int16_t)rec_index(r);
+    f->nconts++;
+    if (kind == K_THEN) {
+        f->nthens++;
+        slot = fut_free_slot();
+        rc = serex_future_then(fz.fut[i].f, ex, then_fns[r->tidx], &next);
+        CHECK(rc != SEREX_OK || next != NULL, "then said OK with no future", r);
+        CHECK(rc == SEREX_OK || next == NULL,
+              "a failed then left *next "
+              "set",
+              r);
+    } else {
+        rc = serex_future_on_done(fz.fut[i].f, ex, cont_run, r);
+    }
+    CHECK(rc == SEREX_OK || rc == SEREX_ENOMEM,
+          "on_done or then gave an "
+          "unexpected status",
+          r);
+    if (rc != SEREX_OK) {
+        CHECK(r->runs == 0, "a continuation ran though its call failed", r);
+        f->last_cont = r->prev_cont;
+        f->nconts--;
+        f->nthens -= kind == K_THEN;
+        rec_unused(r);
+        return;
+    }
+    if (kind != K_THEN)
+        return;
+    if (f->cancelled) /* a then of a cancelled future is cancelled now */
+        future_cancelled(r);
+    if (slot < 0) {
+        serex_future_release(next);
+        return;
+    }
+    fz.fut[slot].f = next;
+    fz.fut[slot].r = r;
+    if (f->cancelled)
+        CHECK(future_check((unsigned)slot) == SEREX_ECANCELED,
+              "a then of a "
+              "cancelled future is not cancelled at once",
+              r);
+}
+
+/* --- groups --- */
+
+/* What the model knows of a group task: left the group, a member
+ * (queued, not started, not cancelled), or either. */
+enum gstate { G_REACHED, G_MEMBER, G_UNKNOWN };
+
+static enum gstate gtask_state(const struct rec *r)
+{
+    if (r->greached || stream_passed(r))
+        return G_REACHED;
+    if (r->kind == K_EXEC) {
+        if (r->runs + r->backs > 0)
+            return G_REACHED;
+        return r->gcancelled || r->maybe_dropped ? G_UNKNOWN : G_MEMBER;
+    }
+    /* K_FUTURE: a future that ended without a cancel of its own was
+     * dropped or reached after a group cancel: out either way */
+    if (r->runs > 0 || (r->cancelled && !r->cancel_said))
+        return G_REACHED;
+    if (r->gcancelled || r->cancel_said || r->snow_at != fz.snows)
+        return G_UNKNOWN; /* skipped, or dropped, out of sight */
+    return G_MEMBER;
+}
+
+static bool gtask(const struct rec *r, uint16_t gid)
+{
+    return r->gid == gid && (r->kind == K_EXEC || r->kind == K_FUTURE);
+}
+
+struct gcount {
+    unsigned member;  /* surely members */
+    unsigned unknown; /* maybe */
+    unsigned live;    /* maybe, and not counted by a cancel yet */
+};
+
+static void group_count(uint16_t gid, struct gcount *c)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < fz.nrecs; i++) {
+        const struct rec *r = &fz.recs[i];
+
+        if (!gtask(r, gid))
+            continue;
+        switch (gtask_state(r)) {
+        case G_MEMBER: c->member++; break;
+        case G_UNKNOWN:
+            c->unknown++;
+            c->live += !r->gcancelled;
+            break;
+        default: break;
+        }
+    }
+}
+
+/* Every task of @gid that may still be a member is out after all. */
+static void group_all_reached(uint16_t gid)
+{
+    for (size_t i = 0; i < fz.nrecs; i++)
+        if (gtask(&fz.recs[i], gid))
+            fz.recs[i].greached = true;
+}
+
+static void group_create(uint8_t a)
+{
+    unsigned g = a % NGROUP;
+    int rc;
+
+    if (fz.grp[g].g != NULL)
+        return;
+    rc = serex_group_create(&fz.grp[g].g);
+    CHECK(rc == SEREX_OK || rc == SEREX_ENOMEM,
+          "group_create gave an "
+          "unexpected status",
+          NULL);
+    CHECK((rc == SEREX_OK) == (fz.grp[g].g != NULL),
+          "group_create's *out "
+          "disagrees with its status",
+          NULL);
+    fz.grp[g].gid = ++fz.gids;
+    fz.grp[g].enters = fz.grp[g].leaves = 0;
+}
+
+/* group_execute (a plain task) or group_submit (a future) on dest @d. */
+static void group_exec(unsigned g, bool submit, unsigned d, uint8_t act,
+                       uint8_t act_arg)
+{
+    serex_executor *ex = dest_ex(d = dest_norm(d));
+    int s = dest_stream(d), slot = -1, rc;
+    struct rec *r;
+
+    if (fz.grp[g].g == NULL || ex == NULL ||
+        (submit && (slot = fut_free_slot()) < 0) ||
+        (r = rec_new(submit ? K_FUTURE : K_EXEC)) == NULL)
+        return;
+    r->gid = fz.grp[g].gid;
+    r->dest = (uint8_t)d;
+    if (!submit) {
+        r->act = act;
+        r->act_arg = act_arg;
+    }
+    if (s >= 0)
+        stream_begin(r, s);
+    if (submit) {
+        rc = serex_group_submit(fz.grp[g].g, ex, task_call, r, &fz.fut[slot].f);
+        CHECK((rc == SEREX_OK) == (fz.fut[slot].f != NULL),
+              "group_submit's *out disagrees with its status", r);
+    } else {
+        rc = serex_group_execute(fz.grp[g].g, ex, task_run, r);
+    }
+    CHECK(status_ok(rc),
+          "group_execute or group_submit gave an unexpected "
+          "status",
+          r);
+    if (rc != SEREX_OK) {
+        rec_unused(r);
+        return;
+    }
+    stream_commit(r);
+    if (submit)
+        fz.fut[slot].r = r;
+}
+
+static void group_enter_leave(uint8_t a)
+{
+    unsigned g = a % NGROUP;
+
+    if (fz.grp[g].g == NULL)
+        return;
+    if ((a & 2) && fz.grp[g].enters > fz.grp[g].leaves) {
+        fz.grp[g].leaves++; /* first: a notification may run inside */
+        serex_group_leave(fz.grp[g].g);
+    } else {
+        fz.grp[g].enters++;
+        serex_group_enter(fz.grp[g].g);
+    }
+}
+
+/*
+ * serex_group_wait(g, 0): SEREX_EDEADLK from a task of the group, else OK
+ * exactly when no member is left, as far as the model can tell; an OK
+ * tells it that every maybe-member is out.
+ */
+static int group_wait_check(unsigned g)
+{
+    uint16_t gid = fz.grp[g].gid;
+    struct gcount c;
+    unsigned lo;
+    int rc;
+
+    rc = serex_group_wait(fz.grp[g].g, 0);
+    if (group_running(gid)) {
+        CHECK(rc == SEREX_EDEADLK,
+              "group_wait from a task of the group did "
+              "not say EDEADLK",
+              NULL);
+        return rc;
+    }
+    CHECK(rc == SEREX_OK || rc == SEREX_ETIMEDOUT,
+          "group_wait(0) gave an "
+          "unexpected status",
+          NULL);
+    group_count(gid, &c);
+    lo = c.member + (fz.grp[g].enters - fz.grp[g].leaves);
+    if (rc == SEREX_OK) {
+        CHECK(lo == 0, "group_wait said empty with members left", NULL);
+        group_all_reached(gid);
+    } else {
+        CHECK(lo + c.unknown > 0,
+              "group_wait said not empty with no "
+              "member left",
+              NULL);
+    }
+    return rc;
+}
+
+/* The count it returns is the group's tasks not started yet. */
+static void group_cancel(unsigned g)
+{
+    uint16_t gid = fz.grp[g].gid;
+    struct gcount c;
+    size_t n;
+
+    if (fz.grp[g].g == NULL)
+        return;
+    group_count(gid, &c);
+    n = serex_group_cancel(fz.grp[g].g);
+    CHECK(n >= c.member && n <= c.member + c.live,
+          "group_cancel's count is "
+          "not the group's tasks that had not started",
+          NULL);
+    for (size_t i = 0; i < fz.nrecs; i++) {
+        struct rec *r = &fz.recs[i];
+
+        if (!gtask(r, gid) || r->gcancelled)
+            continue;
+        switch (gtask_state(r)) {
+        case G_MEMBER: r->gcancelled = true; break;
+        case G_UNKNOWN:
+            if (n == c.member)
+                r->greached = true; /* not counted: it had left */
+            else
+                r->gcancelled = true;
+            break;
+        default: break;
+        }
+    }
+}
+
+/* A notification: its argument is its record. */
+static void note_run(void *arg)
+{
+    struct rec *r = arg;
+    int lim;
+
+    CHECK(rec_valid(r), "a notification ran with an argument never given",
+          NULL);
+    CHECK(r->kind == K_NOTE, "a notification ran though notify failed", r);
+    CHECK(r->runs == 0, "a notification ran twice", r);
+    CHECK(r != fz.reg_note,
+          "notify ran its notification at once though "
+          "the group had members",
+          r);
+    r->runs++;
+    for (int i = 0; i < rec_index(r); i++)
+        CHECK(!gtask(&fz.recs[i], r->gid) ||
+                  gtask_state(&fz.recs[i]) != G_MEMBER,
+              "a notification ran "
+              "before a task of its group, accepted before it, had ended",
+              &fz.recs[i]);
+    for (int g = 0; g < NGROUP; g++)
+        if (fz.grp[g].g != NULL && fz.grp[g].gid == r->gid)
+            CHECK(fz.grp[g].leaves >= r->enters_at,
+                  "a notification ran "
+                  "before the enters made before it had left",
+                  r);
+    lim = cont_on_target(r) ? dest_limiter(r->dest) : -1;
+    limiter_enter(lim, r);
+    limiter_leave(lim);
+}
+
+static void group_notify(unsigned g, unsigned d)
+{
+    serex_executor *ex = dest_ex(d = dest_norm(d));
+    const struct rec *saved = fz.reg_note;
+    struct gcount c;
+    struct rec *r;
+    int rc;
+
+    if (fz.grp[g].g == NULL || ex == NULL || (r = rec_new(K_NOTE)) == NULL)
+        return;
+    r->gid = fz.grp[g].gid;
+    r->dest = (uint8_t)d;
+    r->ext = dest_ext(d);
+    r->enters_at = fz.grp[g].enters;
+    group_count(r->gid, &c);
+    if (c.member + (fz.grp[g].enters - fz.grp[g].leaves) > 0 ||
+        group_running(r->gid))
+        fz.reg_note = r; /* a member is left: not posted from here */
+    rc = serex_group_notify(fz.grp[g].g, ex, note_run, r);
+    fz.reg_note = saved;
+    CHECK(rc == SEREX_OK || rc == SEREX_ENOMEM,
+          "group_notify gave an "
+          "unexpected status",
+          r);
+    if (rc != SEREX_OK) {
+        CHECK(r->runs == 0, "a notification ran though notify failed", r);
+        rec_unused(r);
+    }
+}
+
+/* Destroys the group if wait(0) says it is empty (top level only). */
+static void group_wait_op(unsigned g, bool destroy)
+{
+    if (fz.grp[g].g == NULL)
+        return;
+    if (group_wait_check(g) == SEREX_OK && destroy) {
+        serex_group_destroy(fz.grp[g].g);
+        fz.grp[g].g = NULL;
+    }
+}
+
+/* From a task: wait(0), cancel, a child task of the group, or notify. */
+static void group_act(uint8_t a)
+{
+    unsigned g = a & 1;
+
+    if (fz.grp[g].g == NULL)
+        return;
+    switch ((a >> 1) & 3) {
+    case 0: group_wait_check(g); break;
+    case 1: group_cancel(g); break;
+    case 2: group_exec(g, false, a >> 3, NACT, 0); break;
+    default: group_notify(g, a >> 3); break;
+    }
+}
+
 /* --- timers --- */
 
-/* @kind 0 one-shot, 1 fixed rate, 2 fixed delay; @target -1: none. */
+/* @kind 0 one-shot, 1 fixed rate, 2 fixed delay; @target -1: none;
+ * @policy: a fixed rate's missed-run policy through
+ * serex_schedule_fixed_rate_missed, -1: serex_schedule_fixed_rate. */
 static void schedule_new(int kind, int target, int64_t delay, int64_t period,
-                         bool keep, uint8_t act, uint8_t act_arg)
+                         bool keep, uint8_t act, uint8_t act_arg, int policy)
 {
     static const uint8_t kinds[3] = {K_ONESHOT, K_RATE, K_DELAY};
     serex_executor *ex = target_ex(target);
@@ -880,15 +2123,22 @@ static void schedule_new(int kind, int target, int64_t delay, int64_t period,
     r->act = act;
     r->act_arg = act_arg;
     r->ext = (int8_t)(target > 0 ? target - 1 : -1);
+    r->dest = target_dest(target);
     r->null_target = target < 0;
     r->due = sat_add(serex_scheduler_now(fz.sched), delay);
+    r->next_due = r->due;
     r->period = period;
+    r->policy = (uint8_t)(policy < 0 ? SEREX_MISSED_COALESCE : policy);
     out = slot >= 0 ? &t : NULL;
     if (kind == 0)
         rc = serex_schedule(fz.sched, ex, delay, task_run, r, out);
-    else if (kind == 1)
+    else if (kind == 1 && policy < 0)
         rc = serex_schedule_fixed_rate(fz.sched, ex, delay, period, task_run,
                                        r, out);
+    else if (kind == 1)
+        rc = serex_schedule_fixed_rate_missed(fz.sched, ex, delay, period,
+                                              (serex_missed_policy)policy,
+                                              task_run, r, out);
     else
         rc = serex_schedule_fixed_delay(fz.sched, ex, delay, period,
                                         task_run, r, out);
@@ -921,8 +2171,8 @@ static void timer_cancel(unsigned i)
                   "cancelled", r);
             r->cancelled = true;
         } else {
-            CHECK(r->runs + r->backs > 0 || r->cancelled, "timer_cancel said "
-                  "false for a one-shot that never ran", r);
+            CHECK(r->runs + r->backs > 0 || r->cancelled || r->maybe_dropped,
+                  "timer_cancel said false for a one-shot that never ran", r);
         }
     } else if (r->stop == STOP_NO) {
         r->stop = STOP_CANCEL; /* true or false: no run starts from now */
@@ -952,6 +2202,7 @@ static void gate_execute(uint8_t a, uint8_t act, uint8_t act_arg)
     r->act = act;
     r->act_arg = act_arg;
     r->ext = (int8_t)((int)t - 1);
+    r->dest = target_dest((int)t);
     stream_begin(r, S_GATE0 + (int)(g * (1 + NSERIAL) + t));
     rc = serex_gate_execute(fz.gate[g], ex, task_run, r);
     CHECK(status_ok(rc), "gate_execute gave an unexpected status", r);
@@ -981,6 +2232,7 @@ static void chan_send(unsigned c, int target)
         return;
     r->chan = (int8_t)c;
     r->ext = (int8_t)(target - 1);
+    r->dest = target_dest(target);
     r->seq = fz.sends[c];
     rc = serex_channel_send(fz.chan[c], r, ex, task_run, r);
     CHECK(status_ok(rc), "channel_send gave an unexpected status", r);
@@ -1000,6 +2252,7 @@ static void chan_recv(unsigned c, int target)
         return;
     r->chan = (int8_t)c;
     r->ext = (int8_t)(target - 1);
+    r->dest = target_dest(target);
     r->seq = fz.recvs[c];
     rc = serex_channel_recv(fz.chan[c], ex, task_item, r);
     CHECK(status_ok(rc), "channel_recv gave an unexpected status", r);
@@ -1101,6 +2354,124 @@ static void bad_input(uint8_t a)
           "channel_create left *out set", r);
 }
 
+/* The first future held, group made, or NULL. */
+static serex_future *any_future(void)
+{
+    for (int i = 0; i < NFUT; i++)
+        if (fz.fut[i].f != NULL)
+            return fz.fut[i].f;
+    return NULL;
+}
+
+static serex_group *any_group(void)
+{
+    return fz.grp[0].g != NULL ? fz.grp[0].g : fz.grp[1].g;
+}
+
+/* One invalid call of the 0.2.0 calls, chosen by @a (variant by @a >> 4):
+ * SEREX_EINVAL, *out set to NULL where the call has one, nothing queued
+ * or joined (the record is unused; the groups' later checks see no extra
+ * member). */
+static void bad_input2(uint8_t a)
+{
+    static const serex_missed_policy bad_policy = (serex_missed_policy)4;
+    struct rec *r = rec_new(K_EXEC);
+    serex_future *f = any_future(), *next = (serex_future *)&fz;
+    serex_group *g = any_group();
+    serex_executor *ex = (serex_executor *)&fz, *none[1] = {NULL};
+    serex_timer *t = (serex_timer *)&fz;
+    unsigned v = (unsigned)(a >> 4) % 3;
+    int64_t now = serex_scheduler_now(fz.sched);
+    int rc = SEREX_EINVAL;
+
+    if (r == NULL)
+        return;
+    rec_unused(r);
+    switch (a % 16) {
+    case 0: rc = serex_future_on_done(NULL, fz.manual, cont_run, r); break;
+    case 1:
+        if (f != NULL)
+            rc = serex_future_on_done(f, v ? NULL : fz.manual,
+                                      v ? cont_run : NULL, r);
+        break;
+    case 2: rc = serex_future_then(NULL, fz.manual, then_fns[0], &next); break;
+    case 3:
+        if (f != NULL)
+            rc = serex_future_then(f, v == 0 ? NULL : fz.manual,
+                                   v == 1 ? NULL : then_fns[0],
+                                   v == 2 ? NULL : &next);
+        break;
+    case 4: rc = serex_group_create(NULL); break;
+    case 5:
+        rc = serex_group_execute(v == 0 ? NULL : g, v == 1 ? NULL : fz.manual,
+                                 v == 2 ? NULL : task_run, r);
+        break;
+    case 6:
+        if (g != NULL)
+            rc = v ? serex_group_submit(g, fz.manual, task_call, r, NULL)
+                   : serex_group_submit(g, fz.manual, NULL, r, &next);
+        break;
+    case 7:
+        rc = serex_group_notify(v == 0 ? NULL : g, v == 1 ? NULL : fz.manual,
+                                v == 2 ? NULL : cont_run, r);
+        break;
+    case 8:
+        rc = g ? serex_group_wait(g, -2 - (int64_t)v) : SEREX_EINVAL;
+        CHECK(serex_group_wait(NULL, 0) == SEREX_EINVAL,
+              "group_wait(NULL) "
+              "did not say EINVAL",
+              r);
+        CHECK(serex_group_cancel(NULL) == 0,
+              "group_cancel(NULL) did not "
+              "say 0",
+              r);
+        serex_group_enter(NULL); /* NULL is ignored */
+        serex_group_leave(NULL);
+        serex_group_destroy(NULL);
+        break;
+    case 9:
+        rc = serex_limiter_create(v == 2 ? NULL : fz.manual,
+                                  v == 0 ? 0 : SEREX_LIMITER_MAX_RUNNING + v,
+                                  &ex);
+        break;
+    case 10: rc = serex_limiter_create(fz.manual, 1, NULL); break;
+    case 11:
+        rc = serex_schedule_fixed_rate_missed(
+            fz.sched, fz.manual, v == 0 ? -1 : 0, v == 1 ? 0 : 256,
+            v == 2 ? bad_policy : SEREX_MISSED_BURST, task_run, r, &t);
+        break;
+    case 12:
+        rc = serex_scheduler_run_until(fz.sched, v == 0 ? NULL : none, 1, now);
+        if (v == 2 && now > 0)
+            rc = serex_scheduler_run_until(fz.sched, &fz.manual, 1, now - 1);
+        break;
+    case 13:
+        rc = f != NULL ? serex_future_wait(f, -2 - (int64_t)v) : SEREX_EINVAL;
+        break;
+    case 14: rc = serex_scheduler_run_until(NULL, &fz.manual, 1, now); break;
+    default:
+        rc = serex_schedule_fixed_rate_missed(
+            NULL, NULL, 0, 1, SEREX_MISSED_SKIP, task_run, r, &t);
+        break;
+    }
+    CHECK(rc == SEREX_EINVAL,
+          "bad input to a 0.2.0 call did not say EINVAL "
+          "(promise 8)",
+          r);
+    CHECK(next == NULL || next == (serex_future *)&fz,
+          "a refused then or "
+          "group_submit left *out set",
+          r);
+    CHECK(ex == NULL || ex == (serex_executor *)&fz,
+          "a refused "
+          "limiter_create left *out set",
+          r);
+    CHECK(t == NULL || t == (serex_timer *)&fz,
+          "a refused schedule left "
+          "*out set",
+          r);
+}
+
 /* --- decoding --- */
 
 static void op_schedule(void)
@@ -1108,9 +2479,19 @@ static void op_schedule(void)
     uint8_t k = next_byte(), lo = next_byte(), hi = next_byte();
     uint8_t p = next_byte(), act = next_byte(), arg = next_byte();
 
-    schedule_new(k % 3, (k / 3) % (2 + NSERIAL) - 1,
-                 (int64_t)(lo | hi << 8), 256 * (int64_t)(1 + p),
-                 (k / 15) % 4 != 3, act % 16, arg);
+    schedule_new(k % 3, (k / 3) % (2 + NSERIAL) - 1, (int64_t)(lo | hi << 8),
+                 256 * (int64_t)(1 + p), (k / 15) % 4 != 3, act % 16, arg, -1);
+}
+
+/* A fixed-rate timer with policy k & 3 (serex_schedule_fixed_rate_missed)
+ * on target (k >> 2) % 5 - 1; handle kept unless k >> 5 is 7. */
+static void op_schedule_missed(uint8_t k)
+{
+    uint8_t lo = next_byte(), hi = next_byte(), p = next_byte();
+    uint8_t act = next_byte(), arg = next_byte();
+
+    schedule_new(1, (k >> 2) % (2 + NSERIAL) - 1, (int64_t)(lo | hi << 8),
+                 256 * (int64_t)(1 + p), (k >> 5) != 7, act % 16, arg, k & 3);
 }
 
 static void op_execute(void)
@@ -1159,6 +2540,30 @@ static void op_chan(enum op op, uint8_t a)
     }
 }
 
+/* The 0.2.0 operations, each with its first argument byte @a. */
+static void op_new(enum op op, uint8_t a)
+{
+    switch (op) {
+    case OP_ON_DONE: cont_new(K_ONDONE, a, next_byte()); break;
+    case OP_THEN: cont_new(K_THEN, a, next_byte()); break;
+    case OP_GROUP_CREATE: group_create(a); break;
+    case OP_GROUP_EXEC: {
+        uint8_t act = next_byte(), arg = next_byte();
+
+        group_exec(a % NGROUP, a & 2, a >> 2, act % 16, arg);
+        break;
+    }
+    case OP_GROUP_ENTER_LEAVE: group_enter_leave(a); break;
+    case OP_GROUP_NOTIFY: group_notify(a % NGROUP, a >> 1); break;
+    case OP_GROUP_CANCEL: group_cancel(a % NGROUP); break;
+    case OP_GROUP_WAIT: group_wait_op(a % NGROUP, a & 2); break;
+    case OP_LIMITER_CREATE: limiter_create(a); break;
+    case OP_SCHEDULE_MISSED: op_schedule_missed(a); break;
+    case OP_RUN_UNTIL: run_until(a, next_byte()); break;
+    default: bad_input2(a); break;
+    }
+}
+
 static void fuzz_op(enum op op)
 {
     uint8_t a;
@@ -1170,10 +2575,14 @@ static void fuzz_op(enum op op)
     case OP_SCHEDULE: op_schedule(); return;
     case OP_RUN_ONE: manual_run_one(); return;
     case OP_RUN_PENDING: manual_run_pending(); return;
-    case OP_RUN_HANDED_BACK: foreign_run_all(); return;
+    case OP_RUN_HANDED_BACK: return; /* nothing comes back (promise 2a) */
     default: break;
     }
     a = next_byte();
+    if (op >= OP_ON_DONE) {
+        op_new(op, a);
+        return;
+    }
     switch (op) {
     case OP_SERIAL_CREATE: serial_create(a); break;
     case OP_STRIPED_CREATE: striped_create(a); break;
@@ -1207,6 +2616,9 @@ static void fuzz_op(enum op op)
 static void fuzz_setup(const uint8_t *data, size_t size)
 {
     static const size_t caps[4] = {0, 4, 16, 64};
+    static const serex_pending_policy policies[4] = {
+        SEREX_PENDING_FIRE, SEREX_PENDING_HAND_BACK, SEREX_PENDING_DROP,
+        SEREX_PENDING_FIRE};
     serex_scheduler_config cfg = {0};
     uint8_t b;
 
@@ -1219,10 +2631,11 @@ static void fuzz_setup(const uint8_t *data, size_t size)
     cfg.manual = true;
     cfg.wheel_size = 2u << (b & 7);
     cfg.tick_ns = (b >> 3) & 7 ? INT64_C(1) << (2 * ((b >> 3) & 7)) : 0;
-    cfg.max_timers = caps[b >> 6];
+    cfg.max_timers = fz.max_timers = caps[b >> 6];
     cfg.on_rejected = on_rejected;
     b = next_byte();
     fz.wcfg.batch = b & 3;
+    cfg.on_shutdown = fz.on_shutdown = policies[(b >> 2) & 3];
     CHECK(serex_manual_create(&fz.manual) == SEREX_OK,
           "manual_create failed", NULL);
     CHECK(serex_scheduler_create(&cfg, &fz.sched) == SEREX_OK,
@@ -1242,12 +2655,18 @@ static void check_recs(void)
         switch (r->kind) {
         case K_EXEC:
         case K_GATE:
-            CHECK(n == 1, "a task was lost: it never ran nor came back "
-                  "(promise 1)", r);
+            n += r->gcancelled;
+            CHECK(n == 1 || (n == 0 && r->maybe_dropped),
+                  "a task was lost: "
+                  "it never ran nor came back (promise 1)",
+                  r);
             break;
         case K_ONESHOT:
-            CHECK(n + r->cancelled == 1, "a one-shot timer was lost: it "
-                  "never ran, came back, nor was cancelled", r);
+            n += r->cancelled;
+            CHECK(n == 1 || (n == 0 && r->maybe_dropped),
+                  "a one-shot timer "
+                  "was lost: it never ran, came back, nor was cancelled",
+                  r);
             break;
         case K_SEND:
             CHECK(n == 1, "a send's continuation never ran", r);
@@ -1261,6 +2680,18 @@ static void check_recs(void)
             else
                 CHECK(r->got == 0, "a receive past the last item got one",
                       r);
+            break;
+        case K_THEN:
+            CHECK(r->runs == (fz.recs[r->src].runs == 1 && !r->cancel_said),
+                  "a then-future's call ran though its future was "
+                  "cancelled, or never ran though its future ran",
+                  r);
+            break;
+        case K_ONDONE:
+            CHECK(r->runs == 1, "an on_done continuation never ran", r);
+            break;
+        case K_NOTE:
+            CHECK(r->runs == 1, "a group notification never ran", r);
             break;
         default: break;
         }
@@ -1278,10 +2709,11 @@ static void check_terminated(serex_executor *ex)
 /* With SEREX_FUZZ_TRACE: what became of the tasks, by kind. */
 static void trace_summary(void)
 {
-    static const char *const names[] = {"unused", "exec", "gate", "oneshot",
-                                        "rate", "delay", "send", "recv",
-                                        "future"};
-    unsigned long n[9] = {0}, runs[9] = {0}, backs[9] = {0}, canc[9] = {0};
+    static const char *const names[NKINDS] = {
+        "unused", "exec", "gate",   "oneshot", "rate",    "delay",
+        "send",   "recv", "future", "then",    "on_done", "notify"};
+    unsigned long n[NKINDS] = {0}, runs[NKINDS] = {0}, backs[NKINDS] = {0};
+    unsigned long canc[NKINDS] = {0}, grp = 0, gcanc = 0;
 
     for (size_t i = 0; i < fz.nrecs; i++) {
         const struct rec *r = &fz.recs[i];
@@ -1290,8 +2722,10 @@ static void trace_summary(void)
         runs[r->kind] += r->runs;
         backs[r->kind] += r->backs;
         canc[r->kind] += r->cancelled;
+        grp += r->gid != 0 && r->kind != K_NOTE && r->kind != K_UNUSED;
+        gcanc += r->gcancelled;
     }
-    for (int k = 0; k < 9; k++)
+    for (int k = 0; k < NKINDS; k++)
         if (n[k] > 0)
             fprintf(stderr, "  %-7s %4lu tasks: %lu runs, %lu back, %lu "
                     "cancelled\n", names[k], n[k], runs[k], backs[k],
@@ -1299,28 +2733,46 @@ static void trace_summary(void)
     fprintf(stderr, "  clock %lld ns, %lu rejected\n",
             (long long)serex_scheduler_now(fz.sched),
             (unsigned long)fz.rejected);
+    if (grp + fz.gids + fz.lim_peak + fz.handed > 0)
+        fprintf(stderr,
+                "  %u groups, %lu group tasks (%lu group-cancelled), "
+                "limiter peak %u, %lu handed back at shutdown\n",
+                (unsigned)fz.gids, grp, gcanc, fz.lim_peak,
+                (unsigned long)fz.handed);
 }
 
 /* Teardown, part 1: shut everything down and run what is left, so every
- * task has run or come back. */
+ * task has run or come back. Limiters go before the serials under them,
+ * and every enter is left. */
 static void teardown_drain(void)
 {
     alloc_fail(0);
     fz.ctx = CTX_TOP;
+    for (unsigned g = 0; g < NGROUP; g++)
+        while (fz.grp[g].g != NULL && fz.grp[g].enters > fz.grp[g].leaves) {
+            fz.grp[g].leaves++;
+            serex_group_leave(fz.grp[g].g);
+        }
     for (unsigned g = 0; g < NGATE; g++)
         gate_destroy(g);
     for (unsigned c = 0; c < NCHAN; c++)
         if (fz.chan[c] != NULL)
             chan_drain(c);
+    fz.shut_sched = true;
+    fz.snows++;
     serex_shutdown_now(serex_scheduler_executor(fz.sched), on_pending, NULL);
     periodic_stop_all(STOP_SHUTDOWN);
     settle();
-    for (unsigned w = 0; w < NSERIAL + NSTRIPED; w++) {
-        serex_shutdown_now(w < NSERIAL ? fz.serial[w]
-                                       : striped_face((int)(w - NSERIAL)),
-                           on_pending, NULL);
+    for (unsigned w = X_LIM0; w < NX; w++) {
+        wrapper_shutdown_now(w);
         settle();
     }
+    for (unsigned w = 0; w < X_LIM0; w++) {
+        wrapper_shutdown_now(w);
+        settle();
+    }
+    fz.shut_manual = true;
+    fz.snows++;
     serex_shutdown_now(fz.manual, on_pending, NULL);
     settle();
 }
@@ -1338,6 +2790,16 @@ static void teardown_check(void)
         timer_release(i);
     for (unsigned i = 0; i < NSEL; i++)
         check_terminated(sel_ex(i));
+    for (unsigned g = 0; g < NGROUP; g++) {
+        if (fz.grp[g].g == NULL)
+            continue;
+        CHECK(group_wait_check(g) == SEREX_OK,
+              "a group is not empty after "
+              "everything ran or came back",
+              NULL);
+        serex_group_destroy(fz.grp[g].g);
+        fz.grp[g].g = NULL;
+    }
     check_recs();
     if (fz.trace)
         trace_summary();
@@ -1345,19 +2807,19 @@ static void teardown_check(void)
           "scheduler's rejected count disagrees with on_rejected", NULL);
     CHECK(serex_destroy(serex_scheduler_executor(fz.sched)) == SEREX_OK,
           "scheduler destroy failed", NULL);
-    for (unsigned w = 0; w < NSERIAL + NSTRIPED; w++)
+    for (unsigned w = X_LIM0; w < NX; w++)
         wrapper_destroy(w);
-    for (unsigned w = 0; w < NSERIAL + NSTRIPED; w++)
-        CHECK(w < NSERIAL ? fz.serial[w] == NULL
-                          : fz.striped[w - NSERIAL] == NULL,
-              "a terminated wrapper could not be destroyed", NULL);
+    for (unsigned w = 0; w < X_LIM0; w++)
+        wrapper_destroy(w);
+    for (unsigned w = 0; w < NX; w++)
+        CHECK(wrapper_ex(w) == NULL,
+              "a terminated wrapper could not be "
+              "destroyed",
+              NULL);
     CHECK(serex_destroy(fz.manual) == SEREX_OK, "manual destroy failed",
           NULL);
     for (unsigned c = 0; c < NCHAN; c++)
         serex_channel_destroy(fz.chan[c]);
-    CHECK(fz.nforeign == 0, "handed-back tasks left over", NULL);
-    free(fz.foreign);
-    fz.foreign = NULL;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
