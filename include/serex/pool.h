@@ -41,7 +41,9 @@ typedef struct serex_pool_config {
      * itself, with hook_ctx and the worker's index: its slot, in
      * [0, max_threads); no two live workers share one, and a slot an
      * extra thread left may be taken by a later one. The core threads
-     * started by serex_pool_create have 0 .. threads - 1.
+     * started by serex_pool_create have 0 .. threads - 1. "Extra" is a
+     * count, not a slot: while more than `threads` workers live, any one
+     * idle for keep_alive_ns exits, whatever its index (slot 0 included).
      * on_thread_start runs before the thread's first task. Returns: 0 to
      * let the thread serve; anything else refuses it: for a core thread,
      * serex_pool_create then fails with SEREX_EREJECTED (it stops and
