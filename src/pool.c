@@ -1676,23 +1676,38 @@ unsigned long serex__pool_wakes(serex_executor *ex)
 static void pool_stats(serex_executor *ex, serex_stats *out)
 {
     struct pool *p = pool_of(ex);
-    uint64_t waiting = 0;
+    uint64_t waiting = 0, completed = 0;
 
+    /*
+     * `queued` must be a value the pool had recently, never more (a
+     * bounded pool's users check it against the capacity). A task moves
+     * from the ring to a batch, never back, and a batch's head only
+     * follows its tail: so the batches are read before the ring, and each
+     * batch's tail before its head. A task that moves while we read is
+     * then missed, never counted twice, and a worker that runs several
+     * tasks between our two loads cannot make head..tail span them.
+     */
+    for (unsigned i = 0; i < p->max; i++) {
+        struct slot *s = &p->slots[i];
+        /* acquire: the head load below comes after it (x86 keeps loads
+         * in order anyway; ARM need not) */
+        uint64_t t = atomic_load_explicit(&s->q.tail, memory_order_acquire);
+        /* relaxed: ordered after the tail by its acquire */
+        uint64_t h = atomic_load_explicit(&s->q.head, memory_order_relaxed);
+
+        /* relaxed: a statistic */
+        completed += atomic_load_explicit(&s->done, memory_order_relaxed);
+        waiting += t > h ? t - h : 0;
+    }
+    /* the lock's acquire orders the ring's reads after the batches' */
     serex__spin_lock(&p->put_lock);
     out->submitted = p->put_tail;
     out->rejected = p->rejected;
-    /* relaxed (all): a statistic */
-    waiting = p->put_tail -
-              atomic_load_explicit(&p->head, memory_order_relaxed);
+    /* relaxed: head only grows, so this is at most the ring's count */
+    waiting += p->put_tail -
+               atomic_load_explicit(&p->head, memory_order_relaxed);
     serex__spin_unlock(&p->put_lock);
-    for (unsigned i = 0; i < p->max; i++) {
-        struct slot *s = &p->slots[i];
-        uint64_t h = atomic_load_explicit(&s->q.head, memory_order_relaxed);
-        uint64_t t = atomic_load_explicit(&s->q.tail, memory_order_relaxed);
-
-        out->completed += atomic_load_explicit(&s->done, memory_order_relaxed);
-        waiting += t > h ? t - h : 0;
-    }
+    out->completed = completed;
     for (unsigned i = 0; i < LEVELS_EXTRA; i++) {
         struct level *lv = &p->lv[i];
 
