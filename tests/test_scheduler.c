@@ -15,6 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scheduler_internal.h" /* the coalescing window */
+
+#define US INT64_C(1000)
+
 #define NLOG 4096
 
 struct fixture {
@@ -112,6 +116,11 @@ static void bad_input_is_einval(void **state)
     c.wheel_size = 0;
     c.tick_ns = -1;
     assert_int_equal(serex_scheduler_create(&c, &s), SEREX_EINVAL);
+    c.tick_ns = 0;
+    c.coalesce_ns = SEC + 1; /* over a second */
+    assert_int_equal(serex_scheduler_create(&c, &s), SEREX_EINVAL);
+    assert_null(s);
+    c.coalesce_ns = 0;
 
     make_manual(f, 0);
     s = f->s;
@@ -1117,6 +1126,195 @@ static void stamp_task(void *arg)
     serex_event_signal(st->ev);
 }
 
+/* --- coalescing wake-ups under load (scheduler_internal.h) --- */
+
+static void coalesce_window_opens_doubles_to_max_and_shuts(void **state)
+{
+    int64_t w = 0, max = 200 * US;
+    int steps = 0;
+
+    (void)state;
+    /* small fires keep it shut */
+    for (size_t n = 0; n < SEREX__COALESCE_BATCH; n++)
+        assert_int_equal(serex__coalesce_adapt(0, n, max), 0);
+    /* a big fire opens it at the minimum; each one after doubles it */
+    w = serex__coalesce_adapt(w, SEREX__COALESCE_BATCH, max);
+    assert_int_equal(w, SEREX__COALESCE_MIN_NS);
+    while (w < max) {
+        int64_t next = serex__coalesce_adapt(w, 1000, max);
+
+        assert_true(next == 2 * w || (next == max && 2 * w > max));
+        w = next;
+        steps++;
+    }
+    assert_int_equal(w, max); /* and it stays there */
+    assert_int_equal(serex__coalesce_adapt(w, 1000, max), max);
+    assert_true(steps < 10);
+    /* small fires halve it, and below the minimum it shuts */
+    assert_int_equal(serex__coalesce_adapt(max, 1, max), max / 2);
+    for (steps = 0; w != 0; steps++)
+        w = serex__coalesce_adapt(w, 1, max);
+    assert_true(steps <= 8);
+    /* max 0 (coalesce_ns negative): never opens */
+    assert_int_equal(serex__coalesce_adapt(0, 100000, 0), 0);
+    /* a max below the minimum is still the most */
+    assert_int_equal(serex__coalesce_adapt(0, 100, 300), 300);
+}
+
+static void coalesce_deadline_is_never_early_and_within_the_window(void **state)
+{
+    uint64_t x = 11;
+
+    (void)state;
+    /* shut, nothing due, already due, or beyond the window: next itself */
+    assert_int_equal(serex__coalesce_deadline(5 * US, 0, 0), 5 * US);
+    assert_int_equal(serex__coalesce_deadline(INT64_MAX, 0, 100 * US),
+                     INT64_MAX);
+    assert_int_equal(serex__coalesce_deadline(-5, 0, 100 * US), -5);
+    assert_int_equal(serex__coalesce_deadline(300 * US, 0, 100 * US), 300 * US);
+    /* inside the window: its end */
+    assert_int_equal(serex__coalesce_deadline(10 * US, 0, 100 * US), 100 * US);
+    /* no overflow at the clock's end */
+    assert_int_equal(
+        serex__coalesce_deadline(INT64_MAX - 1, INT64_MAX - 10, 100 * US),
+        INT64_MAX);
+    for (int i = 0; i < 100000; i++) {
+        int64_t now, next, window, d, ring;
+
+        x = x * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+        now = (int64_t)(x >> 40);
+        next = now + (int64_t)((x >> 20) % (400 * (uint64_t)US)) - 10 * US;
+        window = (int64_t)((x >> 8) % 4 == 0 ? 0 : (x >> 12) % (250 * US));
+        d = serex__coalesce_deadline(next, now, window);
+        assert_true(d >= next);                      /* never early */
+        assert_true(d == next || d - next < window); /* within the window */
+        ring = serex__coalesce_ring_below(next, now, d, window);
+        assert_true(ring <= next);
+        /* a timer due at or after the threshold (and after now) is not
+         * rung for: it waits for d, less than a window more */
+        if (d != next)
+            assert_true(d - (ring > now ? ring : now) <= window);
+        else
+            assert_true(d - ring <= window);
+    }
+}
+
+struct burst {
+    serex_scheduler *s;
+    _Atomic long fired, early;
+    _Atomic int64_t widest; /* the widest window seen by the runs */
+    serex_event *all;
+    long n;
+};
+
+struct burst_timer {
+    struct burst *b;
+    int64_t due;
+};
+
+static void burst_task(void *arg)
+{
+    struct burst_timer *t = arg;
+    struct burst *b = t->b;
+    int64_t w = serex__scheduler_window(b->s);
+    int64_t seen = atomic_load(&b->widest);
+
+    if (serex_scheduler_now(b->s) < t->due)
+        atomic_fetch_add(&b->early, 1);
+    while (w > seen && !atomic_compare_exchange_weak(&b->widest, &seen, w)) {
+    }
+    if (atomic_fetch_add(&b->fired, 1) + 1 == b->n)
+        serex_event_signal(b->all);
+}
+
+/*
+ * Clumps of 64 timers due at the same instant, 100 us apart: every fire
+ * hands out at least one clump, so the window opens whatever the
+ * machine's speed (and never with coalesce_ns negative). Every timer
+ * fires, none early.
+ */
+static void burst_case(struct fixture *f, int64_t coalesce_ns)
+{
+    enum { CLUMPS = 40, PER = 64, N = CLUMPS * PER };
+    static struct burst_timer t[N];
+    serex_scheduler_config c = {.coalesce_ns = coalesce_ns};
+    struct burst b = {.n = N};
+    int64_t start;
+
+    assert_int_equal(serex_scheduler_create(&c, &f->s), SEREX_OK);
+    b.s = f->s;
+    assert_int_equal(serex_event_create(&b.all), SEREX_OK);
+    start = serex_scheduler_now(f->s) + 20 * MS;
+    for (int i = 0; i < N; i++) {
+        int64_t now = serex_scheduler_now(f->s);
+
+        t[i] = (struct burst_timer){&b, start + (i / PER) * 100 * US};
+        assert_int_equal(serex_schedule(f->s, NULL,
+                                        t[i].due > now ? t[i].due - now : 0,
+                                        burst_task, &t[i], NULL),
+                         SEREX_OK);
+    }
+    assert_signalled(b.all);
+    assert_int_equal(atomic_load(&b.fired), N);
+    assert_int_equal(atomic_load(&b.early), 0);
+    if (coalesce_ns < 0)
+        assert_int_equal(atomic_load(&b.widest), 0);
+    else
+        assert_true(
+            atomic_load(&b.widest) >= SEREX__COALESCE_MIN_NS &&
+            atomic_load(&b.widest) <=
+                (coalesce_ns == 0 ? SEREX__COALESCE_DEFAULT_NS : coalesce_ns));
+    serex_event_destroy(b.all);
+}
+
+static void threaded_bursts_open_the_window_never_early(void **state)
+{
+    burst_case(*state, 0);
+}
+
+static void threaded_bursts_with_coalescing_off_keep_it_shut(void **state)
+{
+    burst_case(*state, -1);
+}
+
+/* After a burst opened the window, a lone timer is still not held up by a
+ * far one: its producer rings (the threshold in wake_at is right), and
+ * lone fires shut the window again. */
+static void threaded_window_shuts_and_new_timers_still_ring(void **state)
+{
+    struct fixture *f = *state;
+    struct stamp st[11] = {{0}};
+    serex_timer *far;
+    int64_t deadline;
+
+    burst_case(f, 0);
+    st[0].s = f->s; /* cancelled below: never runs */
+    assert_int_equal(
+        serex_schedule(f->s, NULL, 3600 * SEC, stamp_task, &st[0], &far),
+        SEREX_OK);
+    for (int i = 1; i < 11; i++) {
+        st[i].s = f->s;
+        atomic_store(&st[i].ran_at, 0);
+        assert_int_equal(serex_event_create(&st[i].ev), SEREX_OK);
+        st[i].due = serex_scheduler_now(f->s) + 2 * MS;
+        assert_int_equal(
+            serex_schedule(f->s, NULL, 2 * MS, stamp_task, &st[i], NULL),
+            SEREX_OK);
+        assert_signalled(st[i].ev); /* not an hour */
+        assert_true(atomic_load(&st[i].ran_at) >= st[i].due);
+        serex_event_destroy(st[i].ev);
+    }
+    /* ten fires of one (and the rings' empty ones): 200 us halved eight
+     * times is below 1 us. The thread publishes the window after its fire
+     * returns, so look until it does. */
+    deadline = test_now_ns() + TEST_TIMEOUT;
+    while (serex__scheduler_window(f->s) != 0 && test_now_ns() < deadline)
+        test_sleep_ns(MS);
+    assert_int_equal(serex__scheduler_window(f->s), 0);
+    assert_true(serex_timer_cancel(far));
+    serex_timer_release(far);
+}
+
 static void threaded_timers_never_fire_early(void **state)
 {
     struct fixture *f = *state;
@@ -1432,6 +1630,11 @@ int main(void)
         T(allocation_failure_changes_nothing),
         T(burst_of_timers_is_reclaimed),
         T(threaded_timers_never_fire_early),
+        T(coalesce_window_opens_doubles_to_max_and_shuts),
+        T(coalesce_deadline_is_never_early_and_within_the_window),
+        T(threaded_bursts_open_the_window_never_early),
+        T(threaded_bursts_with_coalescing_off_keep_it_shut),
+        T(threaded_window_shuts_and_new_timers_still_ring),
         T(threaded_custom_clock_is_honoured),
         T(threaded_periodic_runs_never_overlap),
         T(cancel_races_firing),
