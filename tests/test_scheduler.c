@@ -1284,13 +1284,13 @@ static void threaded_window_shuts_and_new_timers_still_ring(void **state)
 {
     struct fixture *f = *state;
     struct stamp st[11] = {{0}};
-    serex_timer *far;
+    serex_timer *hour;
     int64_t deadline;
 
     burst_case(f, 0);
     st[0].s = f->s; /* cancelled below: never runs */
     assert_int_equal(
-        serex_schedule(f->s, NULL, 3600 * SEC, stamp_task, &st[0], &far),
+        serex_schedule(f->s, NULL, 3600 * SEC, stamp_task, &st[0], &hour),
         SEREX_OK);
     for (int i = 1; i < 11; i++) {
         st[i].s = f->s;
@@ -1311,8 +1311,8 @@ static void threaded_window_shuts_and_new_timers_still_ring(void **state)
     while (serex__scheduler_window(f->s) != 0 && test_now_ns() < deadline)
         test_sleep_ns(MS);
     assert_int_equal(serex__scheduler_window(f->s), 0);
-    assert_true(serex_timer_cancel(far));
-    serex_timer_release(far);
+    assert_true(serex_timer_cancel(hour));
+    serex_timer_release(hour);
 }
 
 static void threaded_timers_never_fire_early(void **state)
