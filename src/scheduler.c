@@ -254,6 +254,7 @@ struct serex_scheduler {
                                    next wake-up; producers swap it to ring */
     _Atomic uint32_t bell;       /* rung by producers and shutdown */
     _Atomic int64_t window;      /* the coalescing window, for tests */
+    _Atomic int64_t window_peak; /* the widest it has been, for tests */
     _Atomic uint64_t life;       /* runs out | DETACHED | gen | waiters:
                                     dispatch, runs, destroy and awaiters */
 };
@@ -1054,10 +1055,11 @@ int64_t serex__coalesce_ring_below(int64_t next, int64_t now, int64_t deadline,
     return next < INT64_MIN + window ? INT64_MIN : next - window;
 }
 
-int64_t serex__scheduler_window(serex_scheduler *s)
+int64_t serex__scheduler_window(serex_scheduler *s, bool peak)
 {
     /* relaxed: a snapshot for tests */
-    return atomic_load_explicit(&s->window, memory_order_relaxed);
+    return atomic_load_explicit(peak ? &s->window_peak : &s->window,
+                                memory_order_relaxed);
 }
 
 static int timer_thread(void *arg)
@@ -1076,8 +1078,13 @@ static int timer_thread(void *arg)
 
         window = serex__coalesce_adapt(window, sched_fire(s, now),
                                        s->coalesce_max);
-        /* relaxed: only shown to tests (serex__scheduler_window) */
+        /* relaxed (both): only shown to tests (serex__scheduler_window);
+         * the peak has one writer, us */
         atomic_store_explicit(&s->window, window, memory_order_relaxed);
+        if (window >
+            atomic_load_explicit(&s->window_peak, memory_order_relaxed))
+            atomic_store_explicit(&s->window_peak, window,
+                                  memory_order_relaxed);
         /* acquire: pairs with ring; read before we look at the wheels */
         seen = atomic_load_explicit(&s->bell, memory_order_acquire);
         next = sched_earliest(s, &any);

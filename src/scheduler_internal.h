@@ -7,6 +7,7 @@
 #ifndef SEREX_SCHEDULER_INTERNAL_H
 #define SEREX_SCHEDULER_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,7 +42,10 @@ int64_t serex__coalesce_deadline(int64_t next, int64_t now, int64_t window);
 int64_t serex__coalesce_ring_below(int64_t next, int64_t now, int64_t deadline,
                                    int64_t window);
 
-/* The timer thread's window after its latest fire (0: shut). */
-int64_t serex__scheduler_window(serex_scheduler *s);
+/* The timer thread's window after its latest fire (0: shut), or with
+ * @peak the widest it has been since the scheduler was made. Published
+ * after each fire returns: a run cannot see the window its own fire
+ * opens. */
+int64_t serex__scheduler_window(serex_scheduler *s, bool peak);
 
 #endif /* SEREX_SCHEDULER_INTERNAL_H */
