@@ -28,8 +28,36 @@
  *   limiter     a limiter of 3 over the pool (of at least 4 threads), fed
  *               by every producer at once: never more than 3 of its tasks
  *               (its continuations included) inside their fn at once
+ *   bserial     a serial of queue_capacity 8 over the pool's HIGH face:
+ *               execute (SEREX_EFULL when full), execute_wait with a short
+ *               timeout (SEREX_ETIMEDOUT, never EFULL) and SEREX_FOREVER
+ *               (always OK: producers are no tasks), each producer's tasks
+ *               in its order; from a task of the pool, execute_wait says OK
+ *               or SEREX_EDEADLK at once, never waits; never more than the
+ *               capacity waiting (below)
+ *   bstriped    a striped of queue_capacity 16, lane_capacity 3 over the
+ *               HIGH face, 8 keys: the same, per key
+ *   face        tasks through the pool's HIGH, NORMAL and LOW faces, and
+ *               a serial over LOW whose tasks keep each producer's order
+ *   pool        now and then a pool of its own (1-2 threads, maybe
+ *               queue_capacity 4) with thread and task hooks, tasks on
+ *               every face, then shutdown or shutdown_now (of the pool or
+ *               a face): what comes back comes highest level first, each
+ *               level in submission order; each thread's on_thread_start
+ *               has its on_thread_stop by the time await_termination says
+ *               OK; on_task_start = on_task_end = tasks run; sometimes a
+ *               start hook refuses a core thread: create says
+ *               SEREX_EREJECTED, and every other thread got its stop
  * and at the end, for each kind, accepted = ran + cancelled + handed back
- * (promise 1).
+ * (promise 1); for the bounded kinds and the pool rounds, accepted +
+ * refused (EFULL, ETIMEDOUT, EDEADLK) = attempted; the main pool's hooks
+ * ran once per thread and once per task.
+ *
+ * "Never more than the capacity waiting": a counter goes up after each
+ * accepted execute returns and down as each task starts, so it is never
+ * above the tasks waiting plus those taken off the queue and not started
+ * yet (one per serial or lane, one per worker across a striped): above
+ * that bound, more tasks waited than the capacity.
  *
  *   soak [--seconds N] [--threads T] [--seed S]      (default 10 s, 4, 42)
  *
@@ -55,6 +83,12 @@
 #define NPERIODIC 32 /* per producer */
 
 #define LIMIT 3         /* the limiter's max_running */
+#define BCAP 8          /* the bounded serial's queue_capacity */
+#define BSQCAP 16       /* the bounded striped's queue_capacity */
+#define BSLCAP 3        /* its lane_capacity */
+#define NBKEYS 8        /* its keys */
+#define NESTED MAXP     /* the producer of a submission made by a task */
+#define MAX_ROUND 32    /* tasks in one pool round */
 #define MAX_GROUP 8     /* tasks in one group round */
 #define MAX_GROUP_FUT 4 /* of them futures */
 
@@ -70,15 +104,21 @@ enum kind {
     K_THEN,
     K_GROUP,
     K_LIMITER,
+    K_BSERIAL,
+    K_BSTRIPED,
+    K_FACE,
+    K_POOL,
     NKINDS
 };
 static const char *kind_name[NKINDS] = {
-    "serial", "striped", "timer", "periodic", "future", "channel",
-    "gate",   "on_done", "then",  "group",    "limiter"};
+    "serial",  "striped", "timer",    "periodic", "future",
+    "channel", "gate",    "on_done",  "then",     "group",
+    "limiter", "bserial", "bstriped", "face",     "pool"};
 
 static struct {
     serex_executor *pool, *serial, *consumer, *lim;
-    serex_striped *striped;
+    serex_executor *face[SEREX_POOL_PRIORITIES], *bserial, *low_serial;
+    serex_striped *striped, *bstriped;
     serex_scheduler *sched;
     serex_channel *ch;
     serex_gate *gate;
@@ -90,11 +130,25 @@ static struct {
     _Atomic uint64_t violations;
     _Atomic int lim_inside, lim_max; /* the limiter's tasks inside fn */
     _Atomic uint64_t group_rounds, groups_cancelled, groups_dropped;
+    /* the bounded kinds and the pool rounds: tries, and those refused */
+    _Atomic uint64_t attempted[NKINDS], refused[NKINDS];
+    /* accepted and returned, minus started (see the top); their peaks */
+    _Atomic long bser_waiting, bstr_waiting, bstr_lane[NBKEYS];
+    _Atomic long bser_peak, bstr_peak;
+    _Atomic uint64_t deadlocks; /* EDEADLK said to a task (full) */
+    _Atomic unsigned nested_out; /* tasks that submit: out on the pool */
+    _Atomic uint64_t pool_rounds, pool_refused, pool_taken_back;
+    /* the main pool's hooks */
+    unsigned threads;
+    _Atomic unsigned thread_starts, thread_stops;
+    _Atomic uint64_t task_starts, task_ends;
     /* plain: each read and written only by tasks a serial or a lane
      * orders one after another */
     uint64_t serial_last[MAXP];
     uint64_t striped_last[NKEYS][MAXP];
     uint64_t channel_last[MAXP];
+    uint64_t bserial_last[MAXP], bstriped_last[NBKEYS][MAXP];
+    uint64_t low_last[MAXP];
 } g;
 
 struct rec {
@@ -391,6 +445,7 @@ struct producer {
     uint64_t x;
     uint64_t seq[NKINDS];
     uint64_t key_seq[NKEYS];
+    uint64_t bkey_seq[NBKEYS];
     serex_event *noted; /* its group rounds' notifications */
     struct rec *periodic[NPERIODIC];
     serex_timer *periodic_t[NPERIODIC];
@@ -618,6 +673,419 @@ static void do_group(struct producer *p)
     serex_group_destroy(r.grp);
 }
 
+/* --- bounded executors: capacities and execute_wait --- */
+
+/* execute; execute_wait with 20 us or SEREX_FOREVER; from a task of the
+ * pool, execute_wait with 100 ms or 0 (OK or SEREX_EDEADLK, and no wait:
+ * a wait with 100 ms would likely end with room, unseen). */
+enum how { H_EXEC, H_WAIT, H_FOREVER, H_TASK, H_TASK_POLL };
+
+static void peak(_Atomic long *p, long v)
+{
+    long m = atomic_load_explicit(p, memory_order_relaxed);
+
+    while (v > m && !atomic_compare_exchange_weak(p, &m, v))
+        ;
+}
+
+/* Slow enough for the producers to fill the bounded executors. */
+static void bounded_work(void)
+{
+    for (int i = 0; i < 128; i++)
+        serex__cpu_relax();
+}
+
+static void bserial_task(void *arg)
+{
+    struct rec *r = arg;
+
+    atomic_fetch_sub(&g.bser_waiting, 1);
+    bounded_work();
+    if (r->producer < MAXP) {
+        if (r->seq <= g.bserial_last[r->producer])
+            violation("bounded serial out of order");
+        g.bserial_last[r->producer] = r->seq;
+    }
+    ran(K_BSERIAL);
+    free(r);
+}
+
+static void bstriped_task(void *arg)
+{
+    struct rec *r = arg;
+
+    atomic_fetch_sub(&g.bstr_waiting, 1);
+    atomic_fetch_sub(&g.bstr_lane[r->key], 1);
+    bounded_work();
+    if (r->producer < MAXP) {
+        if (r->seq <= g.bstriped_last[r->key][r->producer])
+            violation("bounded striped key out of order");
+        g.bstriped_last[r->key][r->producer] = r->seq;
+    }
+    ran(K_BSTRIPED);
+    free(r);
+}
+
+/* Counts an accepted task as waiting (see the top): above the bound,
+ * the executor held more than its capacity. */
+static void bounded_waits(bool striped, unsigned key)
+{
+    long w, l;
+
+    if (!striped) {
+        w = atomic_fetch_add(&g.bser_waiting, 1) + 1;
+        peak(&g.bser_peak, w);
+        if (w > BCAP + 1)
+            violation("more tasks waited in a bounded serial than its "
+                      "queue_capacity");
+        return;
+    }
+    w = atomic_fetch_add(&g.bstr_waiting, 1) + 1;
+    l = atomic_fetch_add(&g.bstr_lane[key], 1) + 1;
+    peak(&g.bstr_peak, w);
+    if (w > BSQCAP + (long)g.threads)
+        violation("more tasks waited in a bounded striped than its "
+                  "queue_capacity");
+    if (l > BSLCAP + 1)
+        violation("more tasks waited in a bounded striped's lane than its "
+                  "lane_capacity");
+}
+
+/* What a refusal must be: execute says SEREX_EFULL; execute_wait never
+ * EFULL, SEREX_ETIMEDOUT once its timeout ran out (never with
+ * SEREX_FOREVER), and from a task of the pool under the executor
+ * SEREX_EDEADLK at once, never a wait (executor.h). */
+static void bounded_refused(int rc, enum how how)
+{
+    if (rc == SEREX_ENOMEM)
+        return;
+    if (rc == SEREX_EFULL && how != H_EXEC)
+        violation("execute_wait said EFULL");
+    else if (rc == SEREX_ETIMEDOUT && how == H_FOREVER)
+        violation("execute_wait(SEREX_FOREVER) outside any task gave up");
+    else if (rc == SEREX_ETIMEDOUT && how >= H_TASK)
+        violation("execute_wait from a task of the pool under a full "
+                  "executor waited instead of saying EDEADLK at once");
+    else if (rc == SEREX_EDEADLK && how < H_TASK)
+        violation("execute_wait said EDEADLK outside any task");
+    else if (rc != SEREX_EFULL && rc != SEREX_ETIMEDOUT &&
+             rc != SEREX_EDEADLK)
+        violation("a bounded executor refused a task, not for room");
+}
+
+/* One task for the bounded serial, or for @key of the bounded striped. */
+static void bounded_submit(unsigned producer, uint64_t seq, bool striped,
+                           unsigned key, enum how how)
+{
+    struct rec *r = rec_new(producer, seq);
+    enum kind k = striped ? K_BSTRIPED : K_BSERIAL;
+    int64_t timeout = how == H_FOREVER ? SEREX_FOREVER
+                      : how == H_TASK  ? SEREX_MS(100)
+                      : how == H_WAIT  ? SEREX_US(20)
+                                       : 0;
+    int rc;
+
+    r->key = key;
+    if (striped)
+        rc = how == H_EXEC ? serex_striped_execute(g.bstriped, key,
+                                                   bstriped_task, r)
+                           : serex_striped_execute_wait(
+                                 g.bstriped, key, bstriped_task, r, timeout);
+    else
+        rc = how == H_EXEC ? serex_execute(g.bserial, bserial_task, r)
+                           : serex_execute_wait(g.bserial, bserial_task, r,
+                                                timeout);
+    atomic_fetch_add(&g.attempted[k], 1);
+    if (rc == SEREX_OK) { /* r may be gone: it ran */
+        atomic_fetch_add_explicit(&g.accepted[k], 1, memory_order_relaxed);
+        bounded_waits(striped, key);
+        return;
+    }
+    free(r);
+    atomic_fetch_add(&g.refused[k], 1);
+    if (rc == SEREX_EDEADLK)
+        atomic_fetch_add(&g.deadlocks, 1);
+    bounded_refused(rc, how);
+}
+
+/* A task of the pool (NORMAL) that submits to a bounded executor the
+ * pool runs under: its execute_wait must not wait for room. Its record:
+ * seq says the striped (else the serial), key its key, due its how. */
+static void nested_task(void *arg)
+{
+    struct rec *r = arg;
+
+    bounded_submit(NESTED, 0, r->seq != 0, r->key, (enum how)r->due);
+    free(r);
+    atomic_fetch_sub(&g.nested_out, 1);
+}
+
+static void do_bounded(struct producer *p, bool striped)
+{
+    unsigned key = striped ? (unsigned)(rnd(&p->x) % NBKEYS) : 0;
+    unsigned how = (unsigned)(rnd(&p->x) % 8);
+    struct rec *r;
+
+    if (how == 0) { /* from a task */
+        r = rec_new(NESTED, striped);
+        r->key = key;
+        r->due = rnd(&p->x) % 2 ? H_TASK : H_TASK_POLL;
+        atomic_fetch_add(&g.nested_out, 1);
+        if (serex_execute(g.pool, nested_task, r) != SEREX_OK) {
+            violation("the pool refused a task");
+            atomic_fetch_sub(&g.nested_out, 1);
+            free(r);
+        }
+        return;
+    }
+    /* a burst, to fill it now and then */
+    for (unsigned n = 1 + (unsigned)(rnd(&p->x) % 6); n > 0; n--)
+        bounded_submit(p->id,
+                       striped ? ++p->bkey_seq[key] : ++p->seq[K_BSERIAL],
+                       striped, key,
+                       how < 4 ? H_EXEC : how < 6 ? H_WAIT : H_FOREVER);
+}
+
+/* --- the pool's priority faces --- */
+
+/* A task runs between its on_task_start and its on_task_end: with ends
+ * read first, starts - ends counts this task at least. */
+static void hooks_around(_Atomic uint64_t *starts, _Atomic uint64_t *ends)
+{
+    uint64_t e = atomic_load(ends);
+
+    if (atomic_load(starts) <= e)
+        violation("a pool's task ran outside its on_task_start and "
+                  "on_task_end");
+}
+
+static void face_task(void *arg)
+{
+    hooks_around(&g.task_starts, &g.task_ends);
+    ran(K_FACE);
+    free(arg);
+}
+
+static void low_task(void *arg) /* on the serial over LOW */
+{
+    struct rec *r = arg;
+
+    if (r->seq <= g.low_last[r->producer])
+        violation("a serial over the LOW face out of order");
+    g.low_last[r->producer] = r->seq;
+    ran(K_FACE);
+    free(r);
+}
+
+static void do_face(struct producer *p)
+{
+    unsigned l = (unsigned)(rnd(&p->x) % (SEREX_POOL_PRIORITIES + 1));
+    struct rec *r;
+    int rc;
+
+    if (l == SEREX_POOL_PRIORITIES) {
+        r = rec_new(p->id, ++p->seq[K_FACE]);
+        rc = serex_execute(g.low_serial, low_task, r);
+    } else {
+        r = rec_new(p->id, 0);
+        rc = serex_execute(g.face[l], face_task, r);
+    }
+    accept(K_FACE, rc, rc == SEREX_OK ? NULL : r);
+}
+
+/* --- pool rounds: a pool of its own, its hooks and shutdown_now --- */
+
+struct round {
+    unsigned threads, refuse; /* refuse: the index refused; else >= 2 */
+    _Atomic unsigned started, stopped;
+    _Atomic uint64_t task_starts, task_ends, ran;
+    unsigned back, last_level, last_seq; /* on_pending's (our thread) */
+};
+
+struct round_task {
+    struct round *r;
+    unsigned level, seq;
+};
+
+static int round_thread_start(void *ctx, unsigned index)
+{
+    struct round *r = ctx;
+
+    if (index >= r->threads)
+        violation("a core thread's index is not below threads");
+    atomic_fetch_add(&r->started, 1);
+    return index == r->refuse;
+}
+
+static void round_thread_stop(void *ctx, unsigned index)
+{
+    struct round *r = ctx;
+
+    if (index == r->refuse)
+        violation("on_thread_stop ran for a thread its start hook refused");
+    atomic_fetch_add(&r->stopped, 1);
+}
+
+static void round_task_start(void *ctx)
+{
+    atomic_fetch_add(&((struct round *)ctx)->task_starts, 1);
+}
+
+static void round_task_end(void *ctx)
+{
+    atomic_fetch_add(&((struct round *)ctx)->task_ends, 1);
+}
+
+static void round_task(void *arg)
+{
+    struct round_task *t = arg;
+
+    hooks_around(&t->r->task_starts, &t->r->task_ends);
+    atomic_fetch_add(&t->r->ran, 1);
+    ran(K_POOL);
+}
+
+static void round_back(serex_fn fn, void *arg, void *ctx)
+{
+    struct round_task *t = arg;
+    struct round *r = ctx;
+
+    if (fn != round_task || t->r != r)
+        violation("on_pending got a task that is not the pool round's");
+    if (r->back > 0 && (t->level < r->last_level ||
+                        (t->level == r->last_level && t->seq <= r->last_seq)))
+        violation("shutdown_now handed a pool's tasks back out of order: "
+                  "not the highest level first, each in submission order");
+    r->last_level = t->level;
+    r->last_seq = t->seq;
+    r->back++;
+}
+
+/* Creates the round's pool; false if a start hook refused (as asked). */
+static bool round_create(struct producer *p, struct round *r,
+                         serex_executor **pool)
+{
+    serex_pool_config pc = {0};
+    int rc;
+
+    r->threads = 1 + (unsigned)(rnd(&p->x) % 2);
+    r->refuse = rnd(&p->x) % 8 == 0 ? (unsigned)(rnd(&p->x) % r->threads)
+                                    : 2;
+    pc.threads = pc.max_threads = r->threads;
+    pc.queue_capacity = rnd(&p->x) % 2 ? 0 : 4;
+    pc.on_thread_start = round_thread_start;
+    pc.on_thread_stop = round_thread_stop;
+    pc.on_task_start = round_task_start;
+    pc.on_task_end = round_task_end;
+    pc.hook_ctx = r;
+    rc = serex_pool_create(&pc, pool);
+    atomic_fetch_add(&g.pool_rounds, 1);
+    if (r->refuse >= r->threads) {
+        must(rc, "pool round");
+        return true;
+    }
+    if (rc != SEREX_EREJECTED || *pool != NULL)
+        violation("pool_create did not say EREJECTED when a start hook "
+                  "refused a core thread");
+    if (atomic_load(&r->started) != r->threads ||
+        atomic_load(&r->stopped) != r->threads - 1)
+        violation("a refused pool_create did not run every core thread's "
+                  "start hook, and the stop hook of each it let start");
+    if (*pool != NULL)
+        must(serex_destroy(*pool), "pool round destroy");
+    atomic_fetch_add(&g.pool_refused, 1);
+    return false;
+}
+
+static void do_pool_round(struct producer *p)
+{
+    struct round r;
+    struct round_task t[MAX_ROUND];
+    serex_executor *pool = NULL, *face[SEREX_POOL_PRIORITIES], *end;
+    unsigned n = 8 + (unsigned)(rnd(&p->x) % (MAX_ROUND - 7));
+    uint64_t acc = 0;
+
+    memset(&r, 0, sizeof r);
+    if (!round_create(p, &r, &pool))
+        return;
+    for (unsigned l = 0; l < SEREX_POOL_PRIORITIES; l++)
+        face[l] = serex_pool_executor_at(pool, l);
+    for (unsigned i = 0; i < n; i++) {
+        bool wait = rnd(&p->x) % 4 == 0;
+        int rc;
+
+        t[i] = (struct round_task){&r, (unsigned)(rnd(&p->x) % 3), i + 1};
+        rc = wait ? serex_execute_wait(face[t[i].level], round_task, &t[i],
+                                       SEREX_US(10))
+                  : serex_execute(face[t[i].level], round_task, &t[i]);
+        atomic_fetch_add(&g.attempted[K_POOL], 1);
+        if (rc == SEREX_OK) {
+            acc++;
+            atomic_fetch_add(&g.accepted[K_POOL], 1);
+        } else if (rc == (wait ? SEREX_ETIMEDOUT : SEREX_EFULL)) {
+            atomic_fetch_add(&g.refused[K_POOL], 1);
+        } else {
+            violation("a pool's face refused a task, not for room");
+        }
+    }
+    end = rnd(&p->x) % 2 ? pool : face[rnd(&p->x) % 3]; /* a face: the pool */
+    if (rnd(&p->x) % 2) {
+        if (serex_shutdown_now(end, round_back, &r) != r.back)
+            violation("shutdown_now's count is not the tasks it handed "
+                      "back");
+        atomic_fetch_add(&g.pool_taken_back, 1);
+    } else {
+        serex_shutdown(end);
+    }
+    must(serex_await_termination(end, 60 * INT64_C(1000000000)),
+         "pool round await");
+    if (atomic_load(&r.started) != r.threads ||
+        atomic_load(&r.stopped) != r.threads)
+        violation("a pool's threads did not each run on_thread_start and "
+                  "on_thread_stop once by the time await_termination said "
+                  "OK");
+    if (atomic_load(&r.task_starts) != atomic_load(&r.ran) ||
+        atomic_load(&r.task_ends) != atomic_load(&r.ran))
+        violation("on_task_start and on_task_end did not run once for each "
+                  "task a pool ran");
+    if (atomic_load(&r.ran) + r.back != acc)
+        violation("a pool round's task neither ran nor came back");
+    atomic_fetch_add(&g.back[K_POOL], r.back);
+    must(serex_destroy(pool), "pool round destroy");
+}
+
+/* --- the main pool's hooks --- */
+
+static int main_thread_start(void *ctx, unsigned index)
+{
+    if (ctx != &g || index >= g.threads)
+        violation("the pool's start hook got another ctx, or an index not "
+                  "below threads");
+    atomic_fetch_add(&g.thread_starts, 1);
+    return 0;
+}
+
+static void main_thread_stop(void *ctx, unsigned index)
+{
+    if (ctx != &g || index >= g.threads)
+        violation("the pool's stop hook got another ctx or index");
+    atomic_fetch_add(&g.thread_stops, 1);
+}
+
+/* seq_cst (both, and hooks_around's loads): a task's end seen means its
+ * start is seen too */
+static void main_task_start(void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&g.task_starts, 1);
+}
+
+static void main_task_end(void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&g.task_ends, 1);
+}
+
 static void one_op(struct producer *p)
 {
     enum kind k = (enum kind)(rnd(&p->x) % NKINDS);
@@ -651,6 +1119,15 @@ static void one_op(struct producer *p)
     case K_LIMITER:
         rc = serex_execute(g.lim, lim_task, NULL);
         accept(k, rc, NULL);
+        break;
+    case K_BSERIAL:
+    case K_BSTRIPED: do_bounded(p, k == K_BSTRIPED); break;
+    case K_FACE: do_face(p); break;
+    case K_POOL: /* a pool of its own starts threads: now and then */
+        if (rnd(&p->x) % 64 == 0)
+            do_pool_round(p);
+        else
+            do_face(p);
         break;
     case K_GATE:
         if (rnd(&p->x) % 8 == 0) {
@@ -689,10 +1166,33 @@ static void setup(void)
 {
     /* at least LIMIT + 1 workers, so the limiter's bound is what holds */
     serex_pool_config pc = {0};
+    serex_serial_config bc = {0};
     unsigned cpus = serex__cpu_count();
 
     pc.threads = cpus > LIMIT + 1 ? cpus : LIMIT + 1;
+    g.threads = pc.threads;
+    pc.on_thread_start = main_thread_start;
+    pc.on_thread_stop = main_thread_stop;
+    pc.on_task_start = main_task_start;
+    pc.on_task_end = main_task_end;
+    pc.hook_ctx = &g;
     must(serex_pool_create(&pc, &g.pool), "pool");
+    for (unsigned l = 0; l < SEREX_POOL_PRIORITIES; l++)
+        g.face[l] = serex_pool_executor_at(g.pool, l);
+    bc.queue_capacity = BCAP;
+    bc.name = "bserial";
+    must(serex_serial_create(g.face[SEREX_POOL_PRIORITY_HIGH], &bc,
+                             &g.bserial),
+         "bounded serial");
+    bc.queue_capacity = BSQCAP;
+    bc.lane_capacity = BSLCAP;
+    bc.name = "bstriped";
+    must(serex_striped_create(g.face[SEREX_POOL_PRIORITY_HIGH], &bc,
+                              &g.bstriped),
+         "bounded striped");
+    must(serex_serial_create(g.face[SEREX_POOL_PRIORITY_LOW], NULL,
+                             &g.low_serial),
+         "low serial");
     must(serex_limiter_create(g.pool, LIMIT, &g.lim), "limiter");
     must(serex_serial_create(g.pool, NULL, &g.serial), "serial");
     must(serex_serial_create(g.pool, NULL, &g.consumer), "consumer");
@@ -708,6 +1208,8 @@ static int teardown(void)
 {
     serex_stats st;
 
+    while (atomic_load(&g.nested_out) != 0) /* they use the bounded ones */
+        serex__thread_yield();
     serex_gate_open(g.gate);
     serex_channel_close(g.ch);
     must(serex_event_wait(g.drained, 60 * INT64_C(1000000000)), "drain");
@@ -719,7 +1221,30 @@ static int teardown(void)
     must(serex_destroy(serex_striped_executor(g.striped)), "striped");
     if (st.lanes != 0)
         violation("striped lanes left");
+    must(serex_destroy(g.bserial), "bounded serial");
+    must(serex_destroy(g.low_serial), "low serial");
+    serex_shutdown(serex_striped_executor(g.bstriped));
+    must(serex_await_termination(serex_striped_executor(g.bstriped),
+                                 60 * INT64_C(1000000000)),
+         "bounded striped await");
+    must(serex_executor_stats(serex_striped_executor(g.bstriped), &st),
+         "stats");
+    if (st.lanes != 0 || st.queued != 0)
+        violation("bounded striped lanes or tasks left once idle");
+    must(serex_destroy(serex_striped_executor(g.bstriped)), "bstriped");
+    if (atomic_load(&g.bser_waiting) != 0 || atomic_load(&g.bstr_waiting) != 0)
+        violation("a bounded executor's accepted task never started");
     must(serex_destroy(g.lim), "limiter"); /* before the pool under it */
+    serex_shutdown(g.pool);
+    must(serex_await_termination(g.pool, 60 * INT64_C(1000000000)),
+         "pool await");
+    if (atomic_load(&g.thread_starts) != g.threads ||
+        atomic_load(&g.thread_stops) != g.threads)
+        violation("the pool's threads did not each run on_thread_start and "
+                  "on_thread_stop once by the time await_termination said "
+                  "OK");
+    if (atomic_load(&g.task_starts) != atomic_load(&g.task_ends))
+        violation("the pool's on_task_start and on_task_end counts differ");
     must(serex_destroy(g.pool), "pool"); /* gate tasks ran on it */
     serex_gate_destroy(g.gate, NULL, NULL);
     serex_channel_destroy(g.ch);
@@ -770,12 +1295,18 @@ int main(int argc, char **argv)
         uint64_t a = atomic_load(&g.accepted[k]), r = atomic_load(&g.ran[k]),
                  c = atomic_load(&g.cancelled[k]), b = atomic_load(&g.back[k]);
 
+        uint64_t t = atomic_load(&g.attempted[k]),
+                 f = atomic_load(&g.refused[k]);
+
         printf("soak: %-8s accepted %10llu ran %10llu cancelled %8llu "
-               "back %6llu\n",
+               "back %6llu refused %8llu\n",
                kind_name[k], (unsigned long long)a, (unsigned long long)r,
-               (unsigned long long)c, (unsigned long long)b);
+               (unsigned long long)c, (unsigned long long)b,
+               (unsigned long long)f);
         if (k != K_PERIODIC && a != r + c + b)
             violation("accepted != ran + cancelled + handed back");
+        if (k >= K_BSERIAL && k != K_FACE && t != a + f)
+            violation("accepted + refused != attempted");
     }
     printf("soak: %llu group rounds (%llu cancelled, %llu with tasks handed "
            "back); the limiter of %d ran at most %d at once\n",
@@ -783,6 +1314,14 @@ int main(int argc, char **argv)
            (unsigned long long)atomic_load(&g.groups_cancelled),
            (unsigned long long)atomic_load(&g.groups_dropped), LIMIT,
            atomic_load(&g.lim_max));
+    printf("soak: %llu pool rounds (%llu refused by a start hook, %llu ended "
+           "by shutdown_now); at most %ld waiting in the bounded serial "
+           "(capacity %d), %ld in the striped (%d); %llu EDEADLK to tasks\n",
+           (unsigned long long)atomic_load(&g.pool_rounds),
+           (unsigned long long)atomic_load(&g.pool_refused),
+           (unsigned long long)atomic_load(&g.pool_taken_back),
+           atomic_load(&g.bser_peak), BCAP, atomic_load(&g.bstr_peak),
+           BSQCAP, (unsigned long long)atomic_load(&g.deadlocks));
     printf("soak: %lld s, %u threads, %llu violations\n", (long long)seconds,
            g.producers, (unsigned long long)atomic_load(&g.violations));
     return atomic_load(&g.violations) == 0 ? 0 : 1;

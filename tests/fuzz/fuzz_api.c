@@ -2,9 +2,11 @@
 /*
  * fuzz_api.c - a libFuzzer harness: its input bytes become a sequence of
  * serex calls on one manual executor and one manual scheduler (no thread
- * anywhere, so a run is a pure function of its input), and every promise
- * of docs/contract.md that a single thread can observe is checked as it goes.
- * A violation calls abort(), which libFuzzer reports as a crash.
+ * anywhere but in a pool round, whose workers are held in blockers while
+ * it submits, so a run is still a pure function of its input), and every
+ * promise of docs/contract.md that a single thread can observe is checked
+ * as it goes. A violation calls abort(), which libFuzzer reports as a
+ * crash.
  *
  * Built two ways from this one file:
  *  - with -DSEREX_LIBFUZZER and -fsanitize=fuzzer,address,undefined by
@@ -71,6 +73,37 @@
  * its max_running (tasks nest serex_manual_run_one to overlap). Promise
  * 2a: on_pending and on_rejected only ever get the harness's own tasks.
  *
+ * Bounded executors (0.2.0: two serials and a striped over the manual
+ * executor, with queue_capacity and lane_capacity, reached by the bx ops
+ * and act A_BX only): the model counts the tasks waiting in each (and in
+ * each key's lane), so every answer is known: with room SEREX_OK, full
+ * SEREX_EFULL with nothing queued; serex_execute_wait and
+ * serex_striped_execute_wait never say EFULL: full, SEREX_EDEADLK at once
+ * from a task of the manual executor (which they run on), else
+ * SEREX_ETIMEDOUT (timeout 0 or 1 to 1501 ns: nobody makes room), and
+ * SEREX_OK with SEREX_FOREVER where there is room; keyless tasks never
+ * count; shut down, SEREX_EREJECTED. Each accepted task runs (or comes
+ * back) once, in per-serial and per-key order; stats say queued = the
+ * tasks waiting (never above the capacity), submitted and completed as
+ * accepted and run, the config's name (copied), and the striped a lane per
+ * key with tasks waiting, none other.
+ * A pool round (the one op with threads: pool_round) holds 1 or 2 workers
+ * in blockers, submits through the three priority faces, a serial (maybe
+ * bounded) and a striped over faces, with the pool's queue_capacity per
+ * level, and checks: every answer as its model says (a wrapper's first
+ * task takes a place at its face's level for the drain); a blocker's
+ * execute_wait on a full face says SEREX_EDEADLK (and await of its pool,
+ * promise 7); shutdown_now, of the pool or a face, hands back every task
+ * waiting, the highest level first, each in submission order, and the
+ * wrappers' own shutdown_now their tasks in order (promise 5); or, run,
+ * one worker takes the highest level's oldest task first, wrappers keep
+ * their order; each thread's on_thread_start and on_thread_stop run once
+ * by the time await_termination says OK, a refusing start hook makes
+ * create say SEREX_EREJECTED after every other thread's stop hook; every
+ * task runs between on_task_start and on_task_end, counted once each;
+ * pool_executor_at gives the pool for NORMAL, a face's faces are its
+ * pool's, and stats of a face are its pool's.
+ *
  * The model of the harness is exact where a single thread can know the
  * answer, and gives a range where serex ends work out of sight (a group's
  * cancelled task skipped by its executor, a future dropped by a
@@ -89,6 +122,7 @@
  * allocation from now; the static library has it), for op OP_ALLOC_FAIL.
  * Define SEREX_FUZZ_NO_ALLOC_FAIL to build against the shared library.
  */
+#include <stdatomic.h> /* the pool round's counters, hooks' and tasks' */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -129,6 +163,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_PERIODIC 16       /* bounds the runs one advance can make */
 #define SETTLE_BUDGET (1u << 22)
 #define SEREX_FUZZ_SATURATE_NS INT64_C(1000000)
+#define NBX 3             /* bounded executors: serials 0 and 1, a striped */
+#define BX_STRIPED 2      /* the bounded striped's slot */
+#define NPOOL_TASKS 16    /* a pool round's tasks, its probe's included */
+#define MAX_POOL_ROUNDS 4 /* per input: each round starts threads */
+#define POOL_WAIT_NS SEREX_SEC(10) /* bounds each wait for a pool's thread */
 
 /* Executors an operation can name (a "dest"), for execute and submit.
  * Continuations and groups take executors, not keys: a striped key dest
@@ -165,7 +204,8 @@ enum {
     S_STRIPED0 = S_SERIAL0 + NSERIAL,
     S_GATE0 = S_STRIPED0 + NSTRIPED * NKEYS,
     S_LIM0 = S_GATE0 + NGATE * (1 + NSERIAL),
-    NSTREAMS = S_LIM0 + NLIM
+    S_BX0 = S_LIM0 + NLIM, /* bounded serial i; the bounded striped's keys */
+    NSTREAMS = S_BX0 + BX_STRIPED + NKEYS
 };
 
 /* Wrappers a record may still post to (its "ext"): serials, stripeds,
@@ -208,6 +248,7 @@ enum act {
     A_RUN_ONE,
     A_GROUP,
     A_CONT,
+    A_BX, /* a task to a bounded executor, as op bx_exec */
     NACT
 };
 
@@ -266,6 +307,11 @@ enum op {
     OP_SCHEDULE_MISSED,
     OP_RUN_UNTIL,
     OP_BAD_INPUT2,
+    /* bounded executors, execute_wait, the pool's faces and hooks */
+    OP_BX_CREATE,
+    OP_BX_EXEC,
+    OP_BX_LIFE,
+    OP_POOL_ROUND,
     NOPS
 };
 
@@ -312,6 +358,10 @@ static const char *const op_names[NOPS] = {
     "schedule_missed",
     "run_until",
     "bad_input2",
+    "bx_create",
+    "bx_exec",
+    "bx_life",
+    "pool_round",
 };
 
 /* One task: what it is, where it went, and what has become of it. */
@@ -323,6 +373,8 @@ struct rec {
     int8_t ext;             /* wrapper (X_*) it will post to, -1: none */
     int8_t chan;            /* K_SEND, K_RECV: channel slot */
     uint8_t dest;           /* where it runs: a dest, D_TIMER or D_NONE */
+    int8_t bx;              /* bounded executor it was given to, -1 */
+    uint8_t bkey;           /* its key there (NKEYS: keyless, the face) */
     bool null_target;       /* a timer run on the timer "thread" */
     bool cancelled;         /* ended without running: a cancel said true,
                                wait said ECANCELED, or known to follow */
@@ -390,6 +442,23 @@ struct fuzz {
     } grp[NGROUP];
     uint16_t gids; /* groups made so far */
     struct stream streams[NSTREAMS];
+    /* Bounded executors over the manual executor, reached by the bx ops
+     * only: a model of each count, exact while nothing but the count can
+     * refuse (see bx_check). */
+    struct bx {
+        serex_executor *ex; /* the serial, or the striped's face */
+        serex_striped *st;  /* the striped slot: the striped */
+        size_t cap, lane_cap;
+        unsigned waiting;      /* keyed: accepted, not started nor back */
+        unsigned lane[NKEYS];  /* of them, per key (the striped) */
+        unsigned keyless;      /* keyless tasks out (they count nowhere) */
+        bool shut, keyless_ever;
+        uint64_t accepted, ran, refused; /* keyed; refused: by execute */
+        char name[8];          /* its config's name */
+    } bx[NBX];
+    unsigned long bx_calls[5]; /* trace: OK, EFULL, ETIMEDOUT, EDEADLK,
+                                  other (EREJECTED, ENOMEM) */
+    unsigned pool_rounds;      /* pool rounds run so far */
     uint64_t rejected;      /* on_rejected calls for refused runs */
     uint64_t handed;        /* on_rejected calls from a HAND_BACK shutdown */
     bool handing_back;      /* inside such a shutdown */
@@ -494,6 +563,7 @@ static struct rec *rec_new(enum kind kind)
     r->act = NACT;
     r->stream = r->ext = r->chan = -1;
     r->dest = D_NONE;
+    r->bx = -1;
     r->src = r->prev_cont = r->last_cont = -1;
     r->got = -1;
     r->snow_at = fz.snows;
@@ -948,6 +1018,8 @@ static void future_wait_in_task(unsigned i);
 static void group_act(uint8_t a);
 static void cont_new(enum kind kind, unsigned i, unsigned d);
 static bool manual_run_one(void);
+static void bx_exec(uint8_t a, uint8_t act, uint8_t act_arg);
+static void bx_left(struct rec *r, bool ran);
 
 /*
  * Promise 7 from inside a task: on the manual executor, await and destroy
@@ -1011,6 +1083,7 @@ static void task_act(struct rec *r)
     case A_CONT:
         cont_new(a & 1 ? K_THEN : K_ONDONE, (a >> 1) % NFUT, a >> 5);
         break;
+    case A_BX: bx_exec(a, NACT, 0); break;
     default: break;
     }
 }
@@ -1072,6 +1145,7 @@ static void task_run(void *arg)
               "outside a periodic run",
               r);
     r->runs++;
+    bx_left(r, true);
     stream_event(r, true);
     if (fz.ctx == CTX_RUN_UNTIL)
         fz.ctx = on_timer_thread(r) ? CTX_TIMER : CTX_MANUAL;
@@ -1294,6 +1368,7 @@ static void on_pending(serex_fn fn, void *arg, void *ctx)
           "it",
           r);
     r->backs++;
+    bx_left(r, false);
     stream_event(r, false);
 }
 
@@ -1502,6 +1577,345 @@ static void wrapper_destroy(unsigned w)
         fz.striped[w - X_STRIPED0] = NULL;
     else
         fz.lim[w - X_LIM0] = NULL;
+}
+
+/* --- bounded executors: queue_capacity, lane_capacity, execute_wait --- */
+
+/*
+ * Two serials and a striped over the manual executor, with capacities,
+ * reached only by the bx ops (and act A_BX), so that the model knows every
+ * task each one holds: `waiting` counts the keyed tasks accepted and
+ * neither started nor handed back, which is what the capacities count
+ * (serial.h: "waiting"), since nothing else ever runs on them. A task
+ * leaves the count when it starts (task_run) or comes back (on_pending).
+ */
+
+static int bx_slot(const struct bx *b)
+{
+    return (int)(b - fz.bx);
+}
+
+/* A keyed task of @r's bounded executor started (@ran) or came back. */
+static void bx_left(struct rec *r, bool ran)
+{
+    struct bx *b;
+
+    if (r->bx < 0)
+        return;
+    b = &fz.bx[r->bx];
+    if (r->bkey == NKEYS) {
+        CHECK(b->keyless > 0, "harness: a keyless task left twice", r);
+        b->keyless--;
+        return;
+    }
+    CHECK(b->waiting > 0 && b->lane[r->bkey] > 0,
+          "harness: a bounded executor's count went below 0", r);
+    b->waiting--;
+    b->lane[r->bkey]--;
+    b->ran += ran;
+}
+
+/* Whether one more task of @key (NKEYS: keyless, never counted) fits. */
+static bool bx_room(const struct bx *b, unsigned key)
+{
+    if (key == NKEYS)
+        return true;
+    return (b->cap == 0 || b->waiting < b->cap) &&
+           (b->lane_cap == 0 || b->lane[key] < b->lane_cap);
+}
+
+/*
+ * The stats of bounded executor @b at the top level, where none of its
+ * tasks runs: queued is the tasks waiting (serial.h: accepted, not
+ * finished), never above the capacity; submitted and completed are what
+ * it accepted and ran; rejected counts at least the refusals execute gave;
+ * the name is the config's, copied at create; a striped has a lane for
+ * each key with tasks waiting, and no other (lanes are freed once idle).
+ */
+static void bx_stats(struct bx *b)
+{
+    serex_stats st;
+    unsigned lanes = 0;
+
+    if (b->ex == NULL || fz.depth > 0)
+        return;
+    CHECK(serex_executor_stats(b->ex, &st) == SEREX_OK, "stats of a bounded "
+          "executor failed", NULL);
+    CHECK(strcmp(st.name, b->name) == 0, "stats: a bounded executor's name "
+          "is not the one its config gave (copied at create)", NULL);
+    CHECK(st.rejected >= b->refused, "stats: rejected is below the refusals "
+          "execute gave", NULL);
+    if (b->keyless == 0)
+        CHECK(st.queued == b->waiting, "stats: queued is not the tasks "
+              "waiting in a bounded executor with none running", NULL);
+    CHECK(b->cap == 0 || st.queued <= b->cap + b->keyless, "stats: more "
+          "tasks wait in a bounded executor than its queue_capacity", NULL);
+    if (!b->keyless_ever)
+        CHECK(st.submitted == b->accepted && st.completed == b->ran,
+              "stats: submitted or completed of a bounded executor is not "
+              "what it accepted or ran", NULL);
+    if (b->st == NULL || b->shut || fz.shut_manual)
+        return;
+    for (unsigned k = 0; k < NKEYS; k++)
+        lanes += b->lane[k] > 0;
+    CHECK(st.lanes == lanes && serex_striped_lanes(b->st) == lanes,
+          "a bounded striped's lanes are not its keys with tasks waiting "
+          "(promise 9)", NULL);
+}
+
+/* In slot (a & 3) % NBX, a bounded serial (slots 0, 1: capacity 1 + ((a
+ * >> 2) & 3); lane_capacity (a >> 4) & 3 too, which a serial ignores) or
+ * striped (slot 2: queue_capacity {0, 2, 3, 5}[(a >> 2) & 3],
+ * lane_capacity (a >> 4) & 3, 1 if both are 0), named "bx<slot>". */
+static void bx_create(uint8_t a)
+{
+    static const size_t qcaps[4] = {0, 2, 3, 5};
+    unsigned s = (a & 3) % NBX;
+    struct bx *b = &fz.bx[s];
+    serex_serial_config cfg = fz.wcfg;
+    char name[sizeof b->name];
+    int rc;
+
+    if (b->ex != NULL)
+        return;
+    memset(b, 0, sizeof *b);
+    snprintf(b->name, sizeof b->name, "bx%u", s);
+    memcpy(name, b->name, sizeof name);
+    cfg.name = name;
+    cfg.lane_capacity = (a >> 4) & 3;
+    if (s < BX_STRIPED) {
+        cfg.queue_capacity = 1 + ((a >> 2) & 3);
+        rc = serex_serial_create(fz.manual, &cfg, &b->ex);
+    } else {
+        cfg.queue_capacity = qcaps[(a >> 2) & 3];
+        if (cfg.queue_capacity == 0 && cfg.lane_capacity == 0)
+            cfg.lane_capacity = 1;
+        rc = serex_striped_create(fz.manual, &cfg, &b->st);
+        CHECK(rc != SEREX_OK || b->st != NULL, "striped_create said OK "
+              "with no striped", NULL);
+        b->ex = serex_striped_executor(b->st);
+    }
+    memset(name, 'x', sizeof name - 1); /* the config's copy is serex's */
+    CHECK(rc == SEREX_OK || rc == SEREX_ENOMEM, "creating a bounded "
+          "executor gave an unexpected status", NULL);
+    CHECK((rc == SEREX_OK) == (b->ex != NULL), "a bounded executor's *out "
+          "disagrees with its status", NULL);
+    b->cap = cfg.queue_capacity;
+    b->lane_cap = s < BX_STRIPED ? 0 : cfg.lane_capacity;
+}
+
+/* Calls execute (@timeout unused) or execute_wait for @key of @b. */
+static int bx_call(struct bx *b, unsigned key, struct rec *r, bool wait,
+                   int64_t timeout)
+{
+    if (b->st == NULL || key == NKEYS)
+        return wait ? serex_execute_wait(b->ex, task_run, r, timeout)
+                    : serex_execute(b->ex, task_run, r);
+    return wait ? serex_striped_execute_wait(b->st, keys[key], task_run, r,
+                                             timeout)
+                : serex_striped_execute(b->st, keys[key], task_run, r);
+}
+
+/*
+ * What a call on @b must answer: with room, SEREX_OK; full,
+ * SEREX_EFULL from execute, and from execute_wait (which must not wait
+ * for room nobody can make) SEREX_EDEADLK inside a task of the manual
+ * executor (every bounded executor runs on it: promise 7's rule, as
+ * executor.h states it for execute_wait), else SEREX_ETIMEDOUT, never
+ * EFULL. Shut down: SEREX_EREJECTED (promise 2). Where the model cannot
+ * know: SEREX_ENOMEM only with an allocation failure armed, and
+ * SEREX_EREJECTED only once the manual executor was shut down (it refuses
+ * a drain, or dropped one: promise 5).
+ */
+static void bx_check(const struct bx *b, bool wait, bool room, bool armed,
+                     int rc, const struct rec *r)
+{
+    int full = !wait                  ? SEREX_EFULL
+               : fz.ctx == CTX_MANUAL ? SEREX_EDEADLK
+                                      : SEREX_ETIMEDOUT;
+
+    if (rc == SEREX_ENOMEM) {
+        CHECK(armed, "a bounded executor said ENOMEM with no allocation "
+              "failure armed", r);
+        return;
+    }
+    if (b->shut) {
+        CHECK(rc == SEREX_EREJECTED, "a bounded executor shut down did "
+              "not say EREJECTED (promise 2)", r);
+        return;
+    }
+    if (rc == SEREX_EREJECTED) {
+        CHECK(fz.shut_manual, "a bounded executor refused a task though "
+              "neither it nor its target was shut down", r);
+        return;
+    }
+    if (room)
+        CHECK(rc == SEREX_OK, "a bounded executor with room did not take a "
+              "task (keyless tasks never count)", r);
+    else if (!wait)
+        CHECK(rc == SEREX_EFULL, "a full bounded executor did not say "
+              "EFULL", r);
+    else
+        CHECK(rc == full, "execute_wait on a full executor did not say "
+              "EDEADLK from a task it runs on, ETIMEDOUT elsewhere", r);
+}
+
+/*
+ * One task to a bounded executor, from the top level or a task (act
+ * A_BX): @a & 3 picks serial 0 or 1, the striped with key (a >> 2) & 3,
+ * or the striped's face (keyless); (a >> 4) & 3 the call: execute
+ * (serex_striped_execute), or the _wait form with timeout 0, a tiny one
+ * (1 + 500 * (a >> 6) ns: nobody makes room, so it times out), or
+ * SEREX_FOREVER where the model knows there is room (else 0).
+ */
+static void bx_exec(uint8_t a, uint8_t act, uint8_t act_arg)
+{
+    unsigned s = a & 3, mode = (a >> 4) & 3;
+    unsigned key = s == 3 ? NKEYS : s == BX_STRIPED ? (a >> 2) & 3 : 0;
+    struct bx *b = &fz.bx[s < BX_STRIPED ? s : BX_STRIPED];
+    bool room, armed;
+    int64_t timeout = 0;
+    struct rec *r;
+    int rc, i;
+
+    if (b->ex == NULL || (r = rec_new(K_EXEC)) == NULL)
+        return;
+    r->act = act;
+    r->act_arg = act_arg;
+    r->bx = (int8_t)bx_slot(b);
+    r->bkey = (uint8_t)key;
+    room = bx_room(b, key);
+    armed = alloc_armed();
+    if (mode == 2)
+        timeout = 1 + 500 * (int64_t)(a >> 6);
+    else if (mode == 3 && room && !armed && !fz.shut_manual && !b->shut)
+        timeout = SEREX_FOREVER;
+    if (key < NKEYS)
+        stream_begin(r, S_BX0 + (s < BX_STRIPED ? (int)s
+                                                : BX_STRIPED + (int)key));
+    rc = bx_call(b, key, r, mode != 0, timeout);
+    bx_check(b, mode != 0, room, armed, rc, r);
+    i = rc == SEREX_OK ? 0 : rc == SEREX_EFULL ? 1 : rc == SEREX_ETIMEDOUT ? 2
+        : rc == SEREX_EDEADLK ? 3 : 4;
+    fz.bx_calls[i]++;
+    if (rc != SEREX_OK) {
+        rec_unused(r);
+        if (mode == 0 && key < NKEYS && rc != SEREX_ENOMEM)
+            b->refused++;
+        return;
+    }
+    stream_commit(r);
+    if (key == NKEYS) {
+        b->keyless++;
+        b->keyless_ever = true;
+    } else {
+        b->waiting++;
+        b->lane[key]++;
+        b->accepted++;
+        CHECK((b->cap == 0 || b->waiting <= b->cap) &&
+              (b->lane_cap == 0 || b->lane[key] <= b->lane_cap),
+              "a bounded executor took more tasks than its capacity", r);
+    }
+    bx_stats(b);
+}
+
+static void bx_shutdown(struct bx *b, bool now)
+{
+    unsigned waiting = b->waiting;
+    size_t n;
+
+    if (b->ex == NULL)
+        return;
+    b->shut = true;
+    fz.snows += now;
+    if (!now) {
+        serex_shutdown(b->ex);
+        return;
+    }
+    n = serex_shutdown_now(b->ex, on_pending, NULL);
+    CHECK(fz.depth > 0 || n == waiting, "shutdown_now of a bounded "
+          "executor did not take back every task waiting (promise 2)", NULL);
+    CHECK(b->waiting == 0, "shutdown_now of a bounded executor left tasks "
+          "waiting (promise 2)", NULL);
+}
+
+/* Destroys bounded slot @b when valid and non-blocking (wrapper_destroy) */
+static void bx_destroy(struct bx *b)
+{
+    if (b->ex == NULL)
+        return;
+    bx_shutdown(b, true);
+    if (serex_await_termination(b->ex, 0) != SEREX_OK)
+        return; /* a drain or keyless task is still out: not now */
+    CHECK(b->keyless == 0, "a striped said terminated with a keyless task "
+          "out", NULL);
+    CHECK(serex_destroy(b->ex) == SEREX_OK, "destroy of a terminated "
+          "bounded executor failed", NULL);
+    b->ex = NULL;
+    b->st = NULL;
+}
+
+/* One invalid call of the 0.2.0 calls without a record of their own
+ * (execute_wait, striped_execute_wait, pool_executor_at), variant @v:
+ * SEREX_EINVAL (or NULL), and the record never runs. */
+static void bx_bad_input(const struct bx *b, unsigned which, unsigned v)
+{
+    struct rec *r = rec_new(K_EXEC);
+    serex_executor *ex = b->ex != NULL ? b->ex : fz.manual;
+    int64_t bad = -2 - (int64_t)(v >> 2);
+    int rc = SEREX_EINVAL;
+
+    if (r == NULL)
+        return;
+    rec_unused(r);
+    switch (which) {
+    case 0:
+        rc = serex_execute_wait(v % 3 == 0 ? NULL : ex,
+                                v % 3 == 1 ? NULL : task_run, r,
+                                v % 3 == 2 ? bad : 0);
+        break;
+    case 1:
+        rc = serex_striped_execute_wait(v % 3 == 0 ? NULL : b->st, v,
+                                        v % 3 == 1 ? NULL : task_run, r,
+                                        v % 3 == 2 ? bad : SEREX_FOREVER);
+        break;
+    default:
+        CHECK(serex_pool_executor_at(v & 1 ? NULL : ex, v >> 1) == NULL,
+              "pool_executor_at of NULL or of an executor that is no pool "
+              "did not say NULL", r);
+        break;
+    }
+    CHECK(rc == SEREX_EINVAL, "bad input to execute_wait or "
+          "striped_execute_wait did not say EINVAL (promise 8)", r);
+}
+
+/* The life cycle of bounded slot (a & 3) % NBX, by (a >> 2) & 7:
+ * shutdown, shutdown_now, await(0) (ETIMEDOUT before a shutdown), stats,
+ * destroy, or one invalid call (5 to 7: bx_bad_input, variant a >> 5). */
+static void bx_life(uint8_t a)
+{
+    struct bx *b = &fz.bx[(a & 3) % NBX];
+    unsigned what = (a >> 2) & 7;
+    int rc;
+
+    if (what >= 5) {
+        bx_bad_input(b, what - 5, a >> 5);
+        return;
+    }
+    if (b->ex == NULL)
+        return;
+    switch (what) {
+    case 0:
+    case 1: bx_shutdown(b, what == 1); break;
+    case 2:
+        rc = serex_await_termination(b->ex, 0);
+        CHECK(rc == SEREX_ETIMEDOUT || (rc == SEREX_OK && b->shut),
+              "await_termination(0) of a bounded executor said OK before "
+              "its shutdown, or neither OK nor ETIMEDOUT", NULL);
+        break;
+    case 3: bx_stats(b); break;
+    default: bx_destroy(b); break;
+    }
 }
 
 /* cfg.on_shutdown DROP: pending one-shots, and tasks of the scheduler's
@@ -2472,6 +2886,526 @@ static void bad_input2(uint8_t a)
           r);
 }
 
+/* --- a pool round: the priority faces and the hooks --- */
+
+/*
+ * The one op that starts threads: a pool of 1 or 2 workers with thread
+ * hooks (one start hook may refuse a core thread) and maybe task hooks,
+ * its three faces, maybe a serial (bounded or not) and a striped over
+ * faces. Each worker is held in a blocker task while the round submits,
+ * so the model knows every level's count and what a shutdown_now hands
+ * back: the round's outcome stays a pure function of its bytes. Its tasks
+ * (struct ptask) touch only `pr`; a check that fails on a worker is
+ * recorded in pr.fail and reported by the round's thread after
+ * await_termination. Every thread is joined before the op returns, and
+ * allocation failures are disarmed first (workers allocate too).
+ */
+
+enum { PR_DIRECT, PR_SERIAL, PR_STRIPED };
+
+struct ptask {
+    uint8_t level, route, key; /* key: the striped's, 0 or 1 */
+    uint16_t seq;              /* 1 + its place in the round's submissions */
+    int runs, backs;           /* runs: a worker's, read after the await */
+};
+
+static struct pround {
+    serex_executor *pool, *face[SEREX_POOL_PRIORITIES], *ser;
+    serex_striped *st;
+    serex_event *ev, *release[2];
+    unsigned threads, refuse; /* refuse: the index refused; else >= 2 */
+    bool task_hooks, probe;
+    size_t cap, scap;         /* the pool's and the serial's capacity */
+    uint8_t ser_level, st_level;
+    unsigned lvl[SEREX_POOL_PRIORITIES]; /* tasks and drains waiting */
+    unsigned ser_wait, key_wait[2];
+    unsigned ntask, probe_task, probe_level;
+    struct ptask task[NPOOL_TASKS + 1]; /* the last: one that is refused */
+    unsigned blk[2];          /* the blockers' arguments: their index */
+    int blk_await[2];         /* await(pool, 0) from each blocker */
+    int probe_rc;             /* blocker 0's execute_wait on a face */
+    /* written by the hooks and the tasks, on the workers */
+    _Atomic unsigned started[2], stopped[2];
+    _Atomic unsigned long task_started, task_ended;
+    _Atomic unsigned nlog;
+    uint16_t log[NPOOL_TASKS]; /* direct tasks in the order they ran */
+    uint16_t ser_last, key_last[2];
+    _Atomic(const char *) fail;
+    /* on_pending's, on the round's thread */
+    unsigned nback;
+    uint16_t back_last[4]; /* direct (level * 256 + seq), serial, keys */
+} pr;
+
+static void pr_fail(const char *what)
+{
+    const char *none = NULL;
+
+    atomic_compare_exchange_strong(&pr.fail, &none, what);
+}
+
+static int pr_thread_start(void *ctx, unsigned index)
+{
+    if (ctx != &pr || index >= pr.threads) {
+        pr_fail("on_thread_start got another ctx, or an index not below "
+                "threads");
+        return 0;
+    }
+    atomic_fetch_add(&pr.started[index], 1);
+    return index == pr.refuse ? -1 : 0;
+}
+
+static void pr_thread_stop(void *ctx, unsigned index)
+{
+    if (ctx != &pr || index >= pr.threads || index == pr.refuse)
+        pr_fail("on_thread_stop got another ctx or index, or ran for a "
+                "thread its start hook refused");
+    else
+        atomic_fetch_add(&pr.stopped[index], 1);
+}
+
+static void pr_task_start(void *ctx)
+{
+    if (ctx != &pr)
+        pr_fail("on_task_start got another ctx");
+    atomic_fetch_add(&pr.task_started, 1);
+}
+
+static void pr_task_end(void *ctx)
+{
+    if (ctx != &pr)
+        pr_fail("on_task_end got another ctx");
+    atomic_fetch_add(&pr.task_ended, 1);
+}
+
+/* Inside a task: between its on_task_start and on_task_end. */
+static void pr_hooks_around(void)
+{
+    /* ended first: then started - ended counts this task at least */
+    unsigned long e = atomic_load(&pr.task_ended);
+    unsigned long s = atomic_load(&pr.task_started);
+
+    if (pr.task_hooks && (s <= e || (pr.threads == 1 && s - e != 1)))
+        pr_fail("a pool's task ran outside its on_task_start and "
+                "on_task_end");
+}
+
+static void pool_task(void *arg)
+{
+    struct ptask *t = arg;
+    uint16_t *last = t->route == PR_SERIAL ? &pr.ser_last
+                                           : &pr.key_last[t->key];
+
+    if (t->runs++ != 0)
+        pr_fail("a pool round's task ran twice (promise 1)");
+    pr_hooks_around();
+    if (t->route == PR_DIRECT) {
+        unsigned i = atomic_fetch_add(&pr.nlog, 1);
+
+        if (i < NPOOL_TASKS)
+            pr.log[i] = (uint16_t)(t - pr.task);
+        else
+            pr_fail("a pool ran a task it had refused (promise 1)");
+        return;
+    }
+    if (t->seq <= *last)
+        pr_fail("a serial or striped key over a pool's face ran its tasks "
+                "out of order (promise 3)");
+    *last = t->seq;
+}
+
+/* Holds its worker until released. Blocker 0 then probes execute_wait
+ * on a face, while the other worker (if any) is still held. */
+static void pool_blocker(void *arg)
+{
+    unsigned i = *(const unsigned *)arg;
+
+    pr_hooks_around();
+    pr.blk_await[i] = serex_await_termination(pr.pool, 0);
+    serex_event_signal(pr.ev);
+    if (serex_event_wait(pr.release[i], POOL_WAIT_NS) != SEREX_OK)
+        pr_fail("a pool round's blocker was never released");
+    if (i != 0)
+        return;
+    if (pr.probe)
+        pr.probe_rc = serex_execute_wait(pr.face[pr.probe_level], pool_task,
+                                         &pr.task[pr.probe_task],
+                                         SEREX_US(100));
+    serex_event_signal(pr.ev); /* what we wrote, to the round's thread */
+}
+
+static void pr_pending(serex_fn fn, void *arg, void *ctx)
+{
+    struct ptask *t = arg;
+    uint16_t key, *last;
+    int which;
+
+    CHECK(fn == pool_task && ctx == &pr && t >= pr.task &&
+          t < pr.task + NPOOL_TASKS, "on_pending got a task that is not "
+          "the pool round's (promise 2a)", NULL);
+    CHECK(t->runs + t->backs == 0, "a pool round's task came back twice, "
+          "or after it ran", NULL);
+    t->backs++;
+    pr.nback++;
+    key = t->route == PR_DIRECT ? (uint16_t)(t->level * 256 + t->seq)
+                                : t->seq;
+    which = t->route == PR_STRIPED ? 2 + t->key : t->route;
+    last = &pr.back_last[which];
+    CHECK(key > *last, "shutdown_now handed back a pool's tasks out of "
+          "order: not the highest level first, each level (serial, key) "
+          "in submission order", NULL);
+    *last = key;
+}
+
+static bool pr_room(unsigned level)
+{
+    return pr.cap == 0 || pr.lvl[level] < pr.cap;
+}
+
+/*
+ * One task of the round, byte @t: level (t & 3) % 3; (t >> 2) & 3 the
+ * route: 0, 1 the level's face, 2 the serial, 3 the striped with key
+ * (t >> 4) & 1 (the face if there is none); (t >> 5) & 3 the call:
+ * execute, execute_wait with timeout 0 or 1 us, or SEREX_FOREVER where
+ * the model knows there is room (else 0). With the workers held: room
+ * means SEREX_OK, else SEREX_EFULL (execute_wait: ETIMEDOUT). A serial
+ * or key with nothing waiting starts a drain, which takes a place at its
+ * face's level; a full level refuses it, and the wrapper says so.
+ */
+static void pr_submit(uint8_t t)
+{
+    struct ptask *k = &pr.task[pr.ntask];
+    unsigned mode = (t >> 5) & 3, *w;
+    bool room, drain;
+    int64_t timeout = mode == 2 ? SEREX_US(1) : 0;
+    int rc;
+
+    memset(k, 0, sizeof *k);
+    k->route = (t >> 2) & 2 ? ((t >> 2) & 1 ? PR_STRIPED : PR_SERIAL)
+                            : PR_DIRECT;
+    if ((k->route == PR_SERIAL && pr.ser == NULL) ||
+        (k->route == PR_STRIPED && pr.st == NULL))
+        k->route = PR_DIRECT;
+    k->key = (t >> 4) & 1;
+    k->seq = (uint16_t)(pr.ntask + 1);
+    k->level = k->route == PR_DIRECT   ? (t & 3) % 3
+               : k->route == PR_SERIAL ? pr.ser_level
+                                       : pr.st_level;
+    w = k->route == PR_SERIAL ? &pr.ser_wait : &pr.key_wait[k->key];
+    drain = k->route != PR_DIRECT && *w == 0;
+    room = pr_room(k->level) || (k->route != PR_DIRECT && !drain);
+    if (k->route == PR_SERIAL && pr.scap != 0 && *w >= pr.scap)
+        room = false;
+    if (mode == 3 && room)
+        timeout = SEREX_FOREVER;
+    if (k->route == PR_DIRECT)
+        rc = mode ? serex_execute_wait(pr.face[k->level], pool_task, k,
+                                       timeout)
+                  : serex_execute(pr.face[k->level], pool_task, k);
+    else if (k->route == PR_SERIAL)
+        rc = mode ? serex_execute_wait(pr.ser, pool_task, k, timeout)
+                  : serex_execute(pr.ser, pool_task, k);
+    else
+        rc = mode ? serex_striped_execute_wait(pr.st, k->key, pool_task, k,
+                                               timeout)
+                  : serex_striped_execute(pr.st, k->key, pool_task, k);
+    CHECK(rc == (room ? SEREX_OK : mode ? SEREX_ETIMEDOUT : SEREX_EFULL),
+          room ? "a pool's face, or a wrapper over one, refused a task it "
+                 "had room for"
+               : "a full pool face (queue_capacity per level), or a wrapper "
+                 "over one, did not say EFULL (execute_wait: ETIMEDOUT)",
+          NULL);
+    if (rc != SEREX_OK)
+        return;
+    pr.ntask++;
+    if (k->route == PR_DIRECT || drain)
+        pr.lvl[k->level]++;
+    if (k->route != PR_DIRECT)
+        (*w)++;
+}
+
+/* Starts the pool (or checks its refusal); false: the round is over. */
+static bool pr_create(void)
+{
+    serex_pool_config cfg = {0};
+    int rc;
+
+    cfg.threads = cfg.max_threads = pr.threads;
+    cfg.queue_capacity = pr.cap;
+    cfg.on_thread_start = pr_thread_start;
+    cfg.on_thread_stop = pr_thread_stop;
+    cfg.hook_ctx = &pr;
+    if (pr.task_hooks) {
+        cfg.on_task_start = pr_task_start;
+        cfg.on_task_end = pr_task_end;
+    }
+    rc = serex_pool_create(&cfg, &pr.pool);
+    CHECK((rc == SEREX_OK) == (pr.pool != NULL), "pool_create's *out "
+          "disagrees with its status", NULL);
+    if (pr.refuse < pr.threads) {
+        CHECK(rc == SEREX_EREJECTED, "pool_create did not say EREJECTED "
+              "when a core thread's start hook refused it", NULL);
+        for (unsigned i = 0; i < pr.threads; i++)
+            CHECK(atomic_load(&pr.started[i]) == 1 &&
+                  atomic_load(&pr.stopped[i]) == (i != pr.refuse),
+                  "a refused pool_create left a core thread's start hook "
+                  "not run, or its stop hook not run exactly once", NULL);
+    }
+    CHECK(atomic_load(&pr.fail) == NULL, atomic_load(&pr.fail), NULL);
+    if (rc != SEREX_OK) {
+        CHECK(rc == SEREX_EREJECTED || rc == SEREX_ENOMEM, "pool_create "
+              "gave an unexpected status", NULL);
+        return false;
+    }
+    return true;
+}
+
+/* The faces: the pool for NORMAL, the same pointer each time, a face's
+ * face is its pool's; NULL past the last level. */
+static void pr_faces(void)
+{
+    for (unsigned l = 0; l < SEREX_POOL_PRIORITIES; l++)
+        pr.face[l] = serex_pool_executor_at(pr.pool, l);
+    CHECK(pr.face[SEREX_POOL_PRIORITY_NORMAL] == pr.pool &&
+          pr.face[SEREX_POOL_PRIORITY_HIGH] != NULL &&
+          pr.face[SEREX_POOL_PRIORITY_LOW] != NULL &&
+          pr.face[SEREX_POOL_PRIORITY_HIGH] != pr.face[SEREX_POOL_PRIORITY_LOW],
+          "pool_executor_at did not give the pool for NORMAL and a face of "
+          "its own for HIGH and LOW", NULL);
+    CHECK(serex_pool_executor_at(pr.face[SEREX_POOL_PRIORITY_HIGH],
+                                 SEREX_POOL_PRIORITY_LOW) ==
+              pr.face[SEREX_POOL_PRIORITY_LOW] &&
+          serex_pool_executor_at(pr.face[SEREX_POOL_PRIORITY_LOW],
+                                 SEREX_POOL_PRIORITY_NORMAL) == pr.pool &&
+          serex_pool_executor_at(pr.pool, SEREX_POOL_PRIORITIES) == NULL,
+          "pool_executor_at: a face's faces are not its pool's, or a level "
+          "past the last is not NULL", NULL);
+}
+
+/* Holds every worker in a blocker, one after the other (a held worker
+ * takes nothing, so each blocker gets its own). */
+static void pr_hold(void)
+{
+    for (unsigned i = 0; i < pr.threads; i++) {
+        pr.blk[i] = i;
+        CHECK(serex_execute(pr.pool, pool_blocker, &pr.blk[i]) == SEREX_OK,
+              "a pool refused a blocker", NULL);
+        CHECK(serex_event_wait(pr.ev, POOL_WAIT_NS) == SEREX_OK, "a pool "
+              "never started a task", NULL);
+    }
+}
+
+/* Releases the workers; blocker 0 probes first. @shut: the pool is shut
+ * down by now. */
+static void pr_release(bool shut)
+{
+    int want;
+
+    if (pr.probe) {
+        pr.probe_level = SEREX_POOL_PRIORITY_LOW;
+        for (unsigned l = SEREX_POOL_PRIORITIES; l-- > 0;)
+            if (!pr_room(l))
+                pr.probe_level = l;
+        pr.probe_task = pr.ntask;
+        memset(&pr.task[pr.ntask], 0, sizeof pr.task[0]);
+        pr.task[pr.ntask].level = (uint8_t)pr.probe_level;
+        pr.task[pr.ntask].seq = (uint16_t)(pr.ntask + 1);
+    }
+    serex_event_signal(pr.release[0]);
+    CHECK(serex_event_wait(pr.ev, POOL_WAIT_NS) == SEREX_OK, "a pool "
+          "round's blocker never returned", NULL);
+    if (pr.probe) {
+        want = shut ? SEREX_EREJECTED
+                    : pr_room(pr.probe_level) ? SEREX_OK : SEREX_EDEADLK;
+        CHECK(pr.probe_rc == want, "execute_wait from a task of a pool on "
+              "its full face did not say EDEADLK at once (or OK with room, "
+              "EREJECTED once shut down)", NULL);
+        if (pr.probe_rc == SEREX_OK)
+            pr.ntask++;
+    }
+    if (pr.threads > 1)
+        serex_event_signal(pr.release[1]);
+}
+
+/* After the await: every task ran or came back once; hooks; order. */
+static void pr_check(bool handed)
+{
+    unsigned long direct = 0, wrapped = 0;
+    serex_stats a, b;
+
+    CHECK(atomic_load(&pr.fail) == NULL, atomic_load(&pr.fail), NULL);
+    for (unsigned i = 0; i < pr.threads; i++) {
+        CHECK(pr.blk_await[i] == SEREX_EDEADLK, "await_termination of a "
+              "pool from its own task did not say EDEADLK (promise 7)",
+              NULL);
+        CHECK(atomic_load(&pr.started[i]) == 1 &&
+              atomic_load(&pr.stopped[i]) == 1, "a pool's thread did not "
+              "run its start hook and then its stop hook once each, by the "
+              "time await_termination said OK", NULL);
+    }
+    for (unsigned i = 0; i < pr.ntask; i++) {
+        const struct ptask *t = &pr.task[i];
+
+        CHECK(t->runs + t->backs == 1 && t->runs == !handed, "a pool "
+              "round's task did not run (or, after shutdown_now, come back) "
+              "exactly once (promise 1)", NULL);
+        direct += t->route == PR_DIRECT && t->runs;
+        wrapped += t->route != PR_DIRECT && t->runs;
+    }
+    CHECK(pr.task[NPOOL_TASKS].runs + pr.task[NPOOL_TASKS].backs == 0,
+          "a task a pool refused ran or came back (promise 1)", NULL);
+    CHECK(atomic_load(&pr.nlog) == direct, "harness: the run log", NULL);
+    if (pr.task_hooks) {
+        unsigned long s = atomic_load(&pr.task_started);
+
+        CHECK(s == atomic_load(&pr.task_ended) &&
+              s >= pr.threads + direct + (wrapped > 0) &&
+              (wrapped > 0 || s == pr.threads + direct),
+              "on_task_start and on_task_end did not each run once for "
+              "every task the pool ran", NULL);
+    }
+    /* one worker: the highest level first, each in submission order */
+    for (unsigned i = 1; pr.threads == 1 && i < direct; i++) {
+        const struct ptask *x = &pr.task[pr.log[i - 1]];
+        const struct ptask *y = &pr.task[pr.log[i]];
+
+        CHECK(x->level < y->level || (x->level == y->level && x->seq < y->seq),
+              "a pool's one worker did not take the highest level's oldest "
+              "task first", NULL);
+    }
+    CHECK(serex_executor_stats(pr.pool, &a) == SEREX_OK &&
+          serex_executor_stats(pr.face[SEREX_POOL_PRIORITY_LOW], &b) ==
+              SEREX_OK && a.submitted == b.submitted &&
+          a.completed == b.completed && a.rejected == b.rejected &&
+          a.queued == 0 && b.queued == 0, "stats of a face are not its "
+          "pool's", NULL);
+}
+
+/* Ends the round by @mode (see pool_round); @high: mode 2's face is
+ * HIGH's, else LOW's. shutdown_now, with the workers held, hands back
+ * every task waiting, the highest level first, each in submission order;
+ * a wrapper's drain goes back to its wrapper (promise 2a), whose own
+ * shutdown_now then hands back its tasks, in order (promise 5). */
+static void pool_round_end(unsigned mode, bool high)
+{
+    serex_executor *face = pr.face[high ? SEREX_POOL_PRIORITY_HIGH
+                                        : SEREX_POOL_PRIORITY_LOW];
+    struct ptask *spare = &pr.task[NPOOL_TASKS];
+    size_t n, direct = 0, drains;
+
+    if (mode == 1 || mode == 2) {
+        drains = (pr.ser_wait > 0) + (pr.key_wait[0] > 0) +
+                 (pr.key_wait[1] > 0);
+        for (unsigned i = 0; i < pr.ntask; i++)
+            direct += pr.task[i].route == PR_DIRECT;
+        n = serex_shutdown_now(mode == 1 ? pr.pool : face, pr_pending, &pr);
+        CHECK(pr.nback == direct && n >= direct && n <= direct + drains,
+              "shutdown_now of a pool (or of its face) did not hand back "
+              "every task waiting at every level (promise 2)", NULL);
+        if (pr.ser != NULL)
+            CHECK(serex_shutdown_now(pr.ser, pr_pending, &pr) == pr.ser_wait,
+                  "a serial whose drain its pool took back did not hand "
+                  "back its tasks (promise 5)", NULL);
+        if (pr.st != NULL)
+            CHECK(serex_shutdown_now(serex_striped_executor(pr.st),
+                                     pr_pending, &pr) ==
+                      pr.key_wait[0] + pr.key_wait[1],
+                  "a striped whose drains its pool took back did not hand "
+                  "back its tasks (promise 5)", NULL);
+        CHECK(pr.nback == pr.ntask, "shutdown_now left a pool round's task "
+              "neither run nor handed back (promise 1)", NULL);
+    } else if (mode == 3) {
+        serex_shutdown(high ? face : pr.pool);
+        memset(spare, 0, sizeof *spare);
+        CHECK(serex_execute(pr.face[pr.ntask % SEREX_POOL_PRIORITIES],
+                            pool_task, spare) == SEREX_EREJECTED,
+              "a face of a pool shut down did not say EREJECTED", NULL);
+    }
+    pr_release(mode != 0);
+    if (pr.ser != NULL)
+        CHECK(serex_destroy(pr.ser) == SEREX_OK, "destroy of a serial over "
+              "a face failed", NULL);
+    if (pr.st != NULL)
+        CHECK(serex_destroy(serex_striped_executor(pr.st)) == SEREX_OK,
+              "destroy of a striped over a face failed", NULL);
+    if (mode == 0)
+        serex_shutdown(face); /* a face's shutdown is its pool's */
+    CHECK(serex_await_termination(mode & 1 ? pr.pool : face, POOL_WAIT_NS) ==
+              SEREX_OK, "a pool (awaited through a face, or itself) did not "
+              "terminate once shut down with every worker free", NULL);
+}
+
+/*
+ * The pool round, from bytes @a, @b, @c and @b & 15 task bytes:
+ * a: threads 1 + (a & 1); queue_capacity {0, 1, 2, 4}[(a >> 1) & 3]; the
+ *    start hook refuses index 0 ((a >> 3) & 3 == 2) or the last (3);
+ *    task hooks if a & 32; the end (a >> 6): 0 release and run, 1
+ *    shutdown_now of the pool, 2 of a face (HIGH if b & 128, else LOW),
+ *    3 shutdown, then release and run;
+ * b: tasks b & 15; a serial (b & 16) and a striped (b & 32) over faces;
+ *    blocker 0 probes execute_wait (b & 64);
+ * c: the serial's level c % 3 (an unbounded serial when (c >> 4) & 3 is
+ *    0, else that capacity), the striped's (c >> 2) % 3 (no capacity).
+ */
+static void pool_round(uint8_t a)
+{
+    static const size_t caps[4] = {0, 1, 2, 4};
+    uint8_t b = next_byte(), c = next_byte(), t[NPOOL_TASKS];
+    unsigned n = b & 15, mode = a >> 6;
+    serex_serial_config cfg = fz.wcfg;
+
+    for (unsigned i = 0; i < n; i++)
+        t[i] = next_byte();
+    if (fz.pool_rounds >= MAX_POOL_ROUNDS || fz.depth > 0)
+        return;
+    fz.pool_rounds++;
+    alloc_fail(0);
+    memset(&pr, 0, sizeof pr);
+    atomic_store(&pr.fail, NULL);
+    pr.threads = 1 + (a & 1);
+    pr.cap = caps[(a >> 1) & 3];
+    pr.refuse = ((a >> 3) & 3) == 2 ? 0 : ((a >> 3) & 3) == 3 ? pr.threads - 1
+                                                              : 2;
+    pr.task_hooks = a & 32;
+    pr.probe = b & 64;
+    pr.ser_level = (uint8_t)(c % 3);
+    pr.st_level = (uint8_t)((c >> 2) % 3);
+    pr.scap = (c >> 4) & 3;
+    if (fz.trace)
+        fprintf(stderr, "  pool round: %u threads, capacity %zu, %u tasks, "
+                "end %u\n", pr.threads, pr.cap, n, mode);
+    CHECK(serex_event_create(&pr.ev) == SEREX_OK &&
+          serex_event_create(&pr.release[0]) == SEREX_OK &&
+          serex_event_create(&pr.release[1]) == SEREX_OK,
+          "event_create failed", NULL);
+    if (pr_create()) {
+        pr_faces();
+        pr_hold();
+        cfg.queue_capacity = pr.scap;
+        if (b & 16)
+            CHECK(serex_serial_create(pr.face[pr.ser_level], &cfg, &pr.ser) ==
+                  SEREX_OK, "serial_create over a face failed", NULL);
+        cfg.queue_capacity = 0;
+        if (b & 32)
+            CHECK(serex_striped_create(pr.face[pr.st_level], &cfg, &pr.st) ==
+                  SEREX_OK, "striped_create over a face failed", NULL);
+        for (unsigned i = 0; i < n; i++)
+            pr_submit(t[i]);
+        pool_round_end(mode, b & 128);
+        pr_check(mode == 1 || mode == 2);
+        if (fz.trace)
+            fprintf(stderr, "  pool round: %u tasks accepted (%u direct "
+                    "ran), %u handed back, probe %s, %lu task hooks\n",
+                    pr.ntask, atomic_load(&pr.nlog), pr.nback,
+                    pr.probe ? serex_strerror(pr.probe_rc) : "none",
+                    atomic_load(&pr.task_started));
+        CHECK(serex_destroy(pr.pool) == SEREX_OK, "pool destroy failed",
+              NULL);
+    }
+    serex_event_destroy(pr.ev);
+    serex_event_destroy(pr.release[0]);
+    serex_event_destroy(pr.release[1]);
+}
+
 /* --- decoding --- */
 
 static void op_schedule(void)
@@ -2560,7 +3494,16 @@ static void op_new(enum op op, uint8_t a)
     case OP_LIMITER_CREATE: limiter_create(a); break;
     case OP_SCHEDULE_MISSED: op_schedule_missed(a); break;
     case OP_RUN_UNTIL: run_until(a, next_byte()); break;
-    default: bad_input2(a); break;
+    case OP_BAD_INPUT2: bad_input2(a); break;
+    case OP_BX_CREATE: bx_create(a); break;
+    case OP_BX_EXEC: {
+        uint8_t act = next_byte(), arg = next_byte();
+
+        bx_exec(a, act % 16, arg);
+        break;
+    }
+    case OP_BX_LIFE: bx_life(a); break;
+    default: pool_round(a); break;
     }
 }
 
@@ -2733,6 +3676,11 @@ static void trace_summary(void)
     fprintf(stderr, "  clock %lld ns, %lu rejected\n",
             (long long)serex_scheduler_now(fz.sched),
             (unsigned long)fz.rejected);
+    if (fz.bx_calls[0] + fz.bx_calls[1] + fz.bx_calls[2] + fz.bx_calls[3] +
+        fz.bx_calls[4])
+        fprintf(stderr, "  bounded: %lu accepted, %lu EFULL, %lu ETIMEDOUT, "
+                "%lu EDEADLK, %lu other\n", fz.bx_calls[0], fz.bx_calls[1],
+                fz.bx_calls[2], fz.bx_calls[3], fz.bx_calls[4]);
     if (grp + fz.gids + fz.lim_peak + fz.handed > 0)
         fprintf(stderr,
                 "  %u groups, %lu group tasks (%lu group-cancelled), "
@@ -2771,6 +3719,10 @@ static void teardown_drain(void)
         wrapper_shutdown_now(w);
         settle();
     }
+    for (unsigned b = 0; b < NBX; b++) {
+        bx_shutdown(&fz.bx[b], true);
+        settle();
+    }
     fz.shut_manual = true;
     fz.snows++;
     serex_shutdown_now(fz.manual, on_pending, NULL);
@@ -2790,6 +3742,16 @@ static void teardown_check(void)
         timer_release(i);
     for (unsigned i = 0; i < NSEL; i++)
         check_terminated(sel_ex(i));
+    for (unsigned b = 0; b < NBX; b++) {
+        if (fz.bx[b].ex == NULL)
+            continue;
+        check_terminated(fz.bx[b].ex);
+        CHECK(fz.bx[b].waiting == 0 && fz.bx[b].keyless == 0, "a bounded "
+              "executor's task never ran nor came back (promise 1)", NULL);
+        bx_destroy(&fz.bx[b]);
+        CHECK(fz.bx[b].ex == NULL, "a terminated bounded executor could not "
+              "be destroyed", NULL);
+    }
     for (unsigned g = 0; g < NGROUP; g++) {
         if (fz.grp[g].g == NULL)
             continue;
