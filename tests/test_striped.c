@@ -374,6 +374,93 @@ static void striped_many_keys_on_manual_free_every_lane(void **state)
     assert_int_equal(serex_striped_lanes(s), 0);
 }
 
+/*
+ * The lane map under churn: lanes made and freed in a random mix, enough
+ * keys that every shard's table grows past its floor and then shrinks
+ * back (see shard_resize in striped.c: growth at a load of 2 from 256
+ * buckets needs over 512 lanes in each of the 256 shards). Every few
+ * steps the lanes alive are exactly the keys with tasks left (a lookup
+ * that missed a key's lane, or a rehash that lost one, would make it a
+ * second lane); each key's tasks run in order; every lane is freed.
+ */
+#define CHURN_KEYS (1u << 20)
+
+struct churn {
+    uint32_t next_run[CHURN_KEYS]; /* the sequence each key runs next */
+    uint32_t queued[CHURN_KEYS];   /* accepted, not run */
+    uint32_t submitted[CHURN_KEYS];
+    size_t busy; /* keys with queued != 0 */
+    long errors;
+};
+
+struct churn_item {
+    struct churn *c;
+    uint32_t key, seq;
+};
+
+static void churn_task(void *arg)
+{
+    struct churn_item *it = arg;
+    struct churn *c = it->c;
+
+    if (c->next_run[it->key] != it->seq)
+        c->errors++;
+    c->next_run[it->key] = it->seq + 1;
+    if (--c->queued[it->key] == 0)
+        c->busy--;
+    free(it);
+}
+
+static void churn_submit(serex_striped *s, struct churn *c, uint32_t k)
+{
+    struct churn_item *it = malloc(sizeof *it);
+
+    assert_non_null(it);
+    *it = (struct churn_item){c, k, c->submitted[k]};
+    /* spread over the shards and buckets as a user's keys would be */
+    assert_int_equal(
+        serex_striped_execute(s, (uint64_t)k * 40503u, churn_task, it),
+        SEREX_OK);
+    c->submitted[k]++;
+    if (c->queued[k]++ == 0)
+        c->busy++;
+}
+
+static void striped_lane_map_survives_churn(void **state)
+{
+    struct fixture *f = *state;
+    serex_striped *s = make_striped(f, f->manual, 2);
+    struct churn *c = calloc(1, sizeof *c);
+    uint64_t x = 99;
+    size_t peak = 0;
+
+    assert_non_null(c);
+    for (long step = 0; step < 1600000; step++) {
+        /* submit-heavy for the first half (the tables grow), run-heavy
+         * after (they shrink) */
+        unsigned submit_pct = step < 800000 ? 95 : 10;
+
+        x = x * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+        if ((x >> 33) % 100 < submit_pct)
+            churn_submit(s, c, (uint32_t)((x >> 13) % CHURN_KEYS));
+        else
+            (void)serex_manual_run_one(f->manual);
+        if (step % 1024 == 0) {
+            assert_int_equal(serex_striped_lanes(s), c->busy);
+            peak = c->busy > peak ? c->busy : peak;
+        }
+    }
+    /* the tables did grow past their floor (256 shards x 2 x 256) */
+    assert_true(peak > 2 * 256 * 256 + 256 * 64);
+    test_run_all(f->manual);
+    assert_int_equal(c->errors, 0);
+    assert_int_equal(c->busy, 0);
+    assert_int_equal(serex_striped_lanes(s), 0);
+    for (uint32_t k = 0; k < CHURN_KEYS; k++)
+        assert_int_equal(c->next_run[k], c->submitted[k]);
+    free(c);
+}
+
 static void striped_keyless_execute_bypasses_the_lanes(void **state)
 {
     struct fixture *f = *state;
@@ -1022,6 +1109,7 @@ int main(void)
         T(striped_lane_drain_runs_at_most_batch_and_lanes_interleave),
         T(striped_task_requeuing_its_key_keeps_the_lane),
         T(striped_many_keys_on_manual_free_every_lane),
+        T(striped_lane_map_survives_churn),
         T(striped_keyless_execute_bypasses_the_lanes),
         T(striped_keyless_execute_runs_on_pool),
         T(striped_shutdown_rejects_keyed_and_keyless_and_runs_accepted),
