@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# check_model.sh - check the serial executor's drain protocol exhaustively
-# with the spin model checker (tests/model/serial_drain.pml; what it models
-# and what each property means: tests/model/README.md).
+# check_model.sh - check the serial executor's drain protocol and the
+# pool's park handshake exhaustively with the spin model checker
+# (tests/model/serial_drain.pml and pool_park.pml; what they model and what
+# each property means: tests/model/README.md).
 #
 # For each configuration below: spin -a generates the verifier (pan.c), cc
 # compiles it, and pan explores every interleaving (no bitstate, no
 # compression: the state counts printed are of complete searches). Prints
 # one line per configuration: states stored, errors, seconds.
-# The model with no mutation is src/serial.c as it is; every configuration
-# of it must pass (fix-* check the two fixes of the README's Findings in
+# A model with no mutation is src/serial.c (or src/pool.c) as it is; every
+# configuration of it must pass (fix-* check the two fixes of the README's Findings in
 # the configurations that found them). The configurations named mut-* are
 # mutations of the protocol (two of them the code before those fixes): for
 # those the check passes only if spin does find the expected violation, so
@@ -29,7 +30,7 @@ set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/lib.sh
 . "$src/scripts/lib.sh"
-model=$src/tests/model/serial_drain.pml
+models=$src/tests/model
 keep=0
 only=()
 for arg in "$@"; do
@@ -47,7 +48,8 @@ for arg in "$@"; do
     esac
 done
 
-# name; expect (pass, or an ERE the first error must match); mode; -D...
+# name; expect (pass, or an ERE the first error must match); mode; -D...;
+# model (default serial_drain.pml)
 # mode: safety (assertions, invalid end states) or liveness (LTL, pan -a -f)
 configs=(
     "2p2t-b1-now;pass;safety;-DNPROD=2 -DNTASK=2 -DBATCH=1 -DSTOPPER=1"
@@ -75,6 +77,13 @@ configs=(
     "mut-cap-look-then-add;assertion violated \\((waiting|inq);safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=0 -DCAP=1 -DCAP_LOOK_THEN_ADD"
     "mut-room-no-retry;invalid end state;safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=0 -DCAP=1 -DWAITER=1 -DROOM_NO_RETRY"
     "mut-idle-waits-for-push;invalid end state;safety;-DNPROD=2 -DNTASK=2 -DBATCH=1 -DSTOPPER=1 -DIDLE_WAITS_FOR_PUSH"
+    "park-1p3t-3w;pass;safety;-DNPROD=1 -DNTASK=3 -DNWORK=3;pool_park.pml"
+    "park-2p2t-2w;pass;safety;-DNPROD=2 -DNTASK=2 -DNWORK=2;pool_park.pml"
+    "park-3p1t-2w;pass;safety;-DNPROD=3 -DNTASK=1 -DNWORK=2;pool_park.pml"
+    "park-2p2t-3w;pass;safety;-DNPROD=2 -DNTASK=2 -DNWORK=3;pool_park.pml"
+    "park-no-handoff;pass;safety;-DNPROD=2 -DNTASK=2 -DNWORK=2 -DNO_HANDOFF;pool_park.pml"
+    "mut-park-token-no-role;assertion violated \\(q;safety;-DNPROD=1 -DNTASK=2 -DNWORK=2 -DMUT_TOKEN_NO_ROLE;pool_park.pml"
+    "mut-park-recheck-first;assertion violated \\(q;safety;-DNPROD=1 -DNTASK=2 -DNWORK=2 -DMUT_RECHECK_BEFORE_ANNOUNCE;pool_park.pml"
 )
 
 ensure_spin() {
@@ -95,7 +104,9 @@ ensure_spin
 cc=${CC:-$(command -v gcc || echo cc)}
 command -v "$cc" >/dev/null 2>&1 ||
     { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
-[ -r "$model" ] || { echo "check_model.sh: $model is missing" >&2; exit 2; }
+for m in serial_drain.pml pool_park.pml; do
+    [ -r "$models/$m" ] || { echo "check_model.sh: $models/$m is missing" >&2; exit 2; }
+done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/serex-model.XXXXXX")
 if [ "$keep" = 0 ]; then
@@ -109,12 +120,12 @@ wanted() {
     return 1
 }
 
-# check NAME EXPECT MODE DEFINES: one configuration; prints its line.
+# check NAME EXPECT MODE DEFINES MODEL: one configuration; prints its line.
 check() {
-    local name=$1 expect=$2 mode=$3 defs=$4
+    local name=$1 expect=$2 mode=$3 defs=$4 model=${5:-serial_drain.pml}
     local dir=$work/$name start end out states errors secs first verdict
     mkdir -p "$dir"
-    cp "$model" "$dir/"
+    cp "$models/$model" "$dir/"
     start=$(date +%s.%N)
     local -a panflags=(-m200000 -w24) ccflags=(-DSAFETY)
     if [ "$mode" = liveness ]; then
@@ -123,7 +134,7 @@ check() {
         ccflags=(-DNFAIR=8)
     fi
     # shellcheck disable=SC2086 # $defs is a list of -D options
-    if ! (cd "$dir" && spin -a $defs serial_drain.pml >spin.log 2>&1); then
+    if ! (cd "$dir" && spin -a $defs "$model" >spin.log 2>&1); then
         printf '%-24s FAIL  spin -a failed:\n' "$name"
         sed 's/^/    /' "$dir/spin.log"
         return 1
@@ -164,10 +175,10 @@ check() {
 echo "check_model.sh: spin $(spin -V | awk '{ print $3 }'), $("$cc" --version | head -n 1)"
 failed=0 ran=0
 for entry in "${configs[@]}"; do
-    IFS=';' read -r name expect mode defs <<<"$entry"
+    IFS=';' read -r name expect mode defs model <<<"$entry"
     wanted "$name" || continue
     ran=$((ran + 1))
-    check "$name" "$expect" "$mode" "$defs" || failed=$((failed + 1))
+    check "$name" "$expect" "$mode" "$defs" "$model" || failed=$((failed + 1))
 done
 [ "$keep" = 1 ] && echo "check_model.sh: work directory kept: $work"
 if [ "$ran" = 0 ]; then

@@ -15,9 +15,9 @@
 #                 is installed with apt-get when missing and run as root)
 #   f. fuzz       scripts/fuzz.sh: the API fuzzer (libFuzzer, clang) for
 #                 SEREX_FUZZ_SECONDS (default 30) on the checked-in corpus
-#   g. model      scripts/check_model.sh: the serial drain protocol checked
-#                 exhaustively by spin (installed with apt-get when missing
-#                 and run as root)
+#   g. model      scripts/check_model.sh: the serial drain protocol and the
+#                 pool's park handshake checked exhaustively by spin
+#                 (installed with apt-get when missing and run as root)
 #   i. posix      SEREX_THREADS=posix (the back end of systems without
 #                 <threads.h>) on Linux: everything plain, under ASan+UBSan
 #                 and under TSan, as stages a, b and c; the drop-in demo

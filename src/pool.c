@@ -66,6 +66,18 @@
  * A worker woken from idle that finds more work behind its task wakes the
  * next sleeper (as Tokio's last searching worker does), so a burst after
  * an idle period fans out to every worker.
+ * A wake-up hands over the spinner's flag when no one spins: the waker sets
+ * `spinning` (a CAS from 0, under `mu`) and marks the token (`spin_handed`);
+ * the worker that takes that token, whoever it is, is the spinner from
+ * then on and clears the flag only as a spinner does (found work: clear,
+ * then take; window over: announce, clear, re-check under `mu`). So a
+ * producer that sees the flag set before the woken worker runs leaves its
+ * task to that worker, who looks after clearing: the handshake above, with
+ * the taker as the spinner. Without it, each execute of a burst that came
+ * before the woken worker ran woke one more sleeper, a system call per
+ * task: with 16 workers and one producer on a 16-core machine,
+ * pool_throughput fell to 0.8M tasks/s. tests/model/pool_park.pml checks
+ * the handshake and the hand-over with spin.
  *
  * --- Shutdown ---
  * `state` holds the SHUTDOWN and STOP flags. execute reads them under
@@ -253,13 +265,18 @@ struct pool {
     _Alignas(SEREX__CACHELINE) _Atomic uint32_t spinning; /* 0 or 1 */
     _Atomic int64_t spin_ns;   /* the spin window; only the spinner writes */
     _Atomic uint32_t sleepers; /* parked, without a token; under mu */
-    _Atomic uint32_t stealers; /* steals in progress (for shutdown_now) */
+
+    /* Steals in progress (for shutdown_now): on a line of its own, away
+     * from the flags every execute reads, as every steal writes it. */
+    _Alignas(SEREX__CACHELINE) _Atomic uint32_t stealers;
 
     /* Cold: parking, thread management, configuration. */
     _Alignas(SEREX__CACHELINE) serex__mutex mu;
     serex__cond work_cv;   /* parked workers wait here for a token */
     serex__cond term_cv;   /* await_termination waits here */
     unsigned wakeups;      /* tokens for parked workers, under mu */
+    bool spin_handed;      /* under mu: a token carries `spinning` (see
+                              pool_wake_one) */
     _Atomic unsigned live; /* threads started and not exited; under mu */
     unsigned retiring;     /* under mu: left `live`, stop hook to run */
     unsigned unreported;   /* under mu: create's threads still setting up */
@@ -773,15 +790,34 @@ static size_t level_hand_back(struct level_claim *c,
  * at once, so producers that come before it wakes see no sleeper and take
  * no lock: one mutex round trip per actual wake-up, not per task.
  */
+/*
+ * Turns a sleeper into a token and signals. The token also carries the
+ * spinner's flag when no one spins: until the woken worker runs (a few
+ * microseconds), every execute then sees a spinner and leaves `mu` alone,
+ * instead of each waking one more sleeper (with 16 workers and one fast
+ * producer, a system call per task: pool_throughput fell from 8M tasks/s
+ * at 2 threads to 0.9M at 16). The worker that takes the token is the
+ * spinner from then on (worker_idle), as Tokio hands its searching state
+ * to the worker it unparks.
+ */
 static void pool_wake_one(struct pool *p)
 {
     serex__mutex_lock(&p->mu);
     /* relaxed (both): sleepers only changes under mu, which we hold; its
      * lock-free readers use it only to decide whether to come here */
     if (atomic_load_explicit(&p->sleepers, memory_order_relaxed) > 0) {
+        uint32_t zero = 0;
+
         atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
         p->wakeups++;
         p->wakes++;
+        /* seq_cst: a producer that reads this 1 leaves its task to the
+         * token's taker, who clears the flag as a spinner does and then
+         * looks (the handshake of the essay, with the taker as spinner) */
+        if (!p->spin_handed && atomic_compare_exchange_strong_explicit(
+                                   &p->spinning, &zero, 1, memory_order_seq_cst,
+                                   memory_order_relaxed))
+            p->spin_handed = true;
         serex__cond_signal(&p->work_cv);
     }
     serex__mutex_unlock(&p->mu);
@@ -875,23 +911,26 @@ enum spin_result { SPIN_NOT_SPINNER, SPIN_FOUND, SPIN_GAVE_UP };
 static void spin_adapt(struct pool *p, bool found)
 {
     int64_t w = atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
+    int64_t next = found ? SPIN_NS
+                         : (w <= 2 * SPIN_MIN_NS ? SPIN_MIN_NS : w / 2);
 
-    w = found ? SPIN_NS : (w <= 2 * SPIN_MIN_NS ? SPIN_MIN_NS : w / 2);
-    atomic_store_explicit(&p->spin_ns, w, memory_order_relaxed);
+    /* only a change is written: the line is read by every execute */
+    if (next != w)
+        atomic_store_explicit(&p->spin_ns, next, memory_order_relaxed);
 }
 
 /* Polls the queue for the spin window, if this worker can be the one
- * spinner. */
-static enum spin_result worker_spin(struct pool *p)
+ * spinner; @owned: it is already (a token handed it the flag). */
+static enum spin_result worker_spin(struct pool *p, bool owned)
 {
     uint32_t zero = 0;
     int64_t end;
 
     /* relaxed: the flag only elects one spinner; the handshake's ordering
      * comes from the seq_cst clear below or in worker_park */
-    if (!atomic_compare_exchange_strong_explicit(&p->spinning, &zero, 1,
-                                                 memory_order_relaxed,
-                                                 memory_order_relaxed))
+    if (!owned &&
+        !atomic_compare_exchange_strong_explicit(
+            &p->spinning, &zero, 1, memory_order_relaxed, memory_order_relaxed))
         return SPIN_NOT_SPINNER;
     /* relaxed: see spin_adapt */
     end = serex__now_ns() +
@@ -950,9 +989,10 @@ static bool worker_retire(struct pool *p)
  * Under mu, sleepers + wakeups is the number of workers in here: a waker
  * turns a sleeper into a token, and whoever leaves takes a token if there
  * is one (its wake-up is then served by this worker's look at the queue),
- * else leaves `sleepers`.
+ * else leaves `sleepers`. The token may carry the spinning flag: then
+ * *@handed is set, and we are the spinner.
  */
-static bool worker_park(struct pool *p, bool spinner)
+static bool worker_park(struct pool *p, bool spinner, bool *handed)
 {
     bool elastic = p->max > p->core, keep = true;
     int64_t deadline = elastic ? serex__deadline(p->keep_alive_ns) : INT64_MAX;
@@ -974,9 +1014,12 @@ static bool worker_park(struct pool *p, bool spinner)
         }
         serex__cond_wait_until(&p->work_cv, &p->mu, deadline);
     }
-    if (p->wakeups > 0)
+    *handed = false;
+    if (p->wakeups > 0) {
         p->wakeups--;
-    else /* relaxed: under mu (see pool_wake_one) */
+        *handed = p->spin_handed;
+        p->spin_handed = false;
+    } else /* relaxed: under mu (see pool_wake_one) */
         atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
     serex__mutex_unlock(&p->mu);
     return keep;
@@ -1017,13 +1060,17 @@ static enum idle_result worker_idle(struct pool *p)
         serex__thread_yield(); /* a batch is being emptied or stolen */
         return IDLE_AGAIN;
     }
-    spin = worker_spin(p);
-    if (spin == SPIN_FOUND)
-        return IDLE_AGAIN;
-    if (!worker_park(p, spin == SPIN_GAVE_UP))
-        return IDLE_RETIRED;
-    ring_try_shrink(p);
-    return IDLE_AGAIN;
+    for (bool handed = false;;) {
+        spin = worker_spin(p, handed);
+        if (spin == SPIN_FOUND)
+            return IDLE_AGAIN;
+        if (!worker_park(p, spin == SPIN_GAVE_UP, &handed))
+            return IDLE_RETIRED;
+        ring_try_shrink(p);
+        if (!handed)
+            return IDLE_AGAIN;
+        /* a token made us the spinner: look as one (clear, then take) */
+    }
 }
 
 /*

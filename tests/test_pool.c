@@ -574,6 +574,32 @@ static void pool_busy_pool_does_not_wake_per_task(void **state)
     assert_true(serex__pool_wakes(f->pool) < (unsigned long)n / 20);
 }
 
+/*
+ * Bursts onto many parked workers: the first execute wakes one worker and
+ * hands it the spinner's flag, so the executes behind it, before it runs,
+ * see a spinner and make no system call; woken workers that find more wake
+ * the next. Before the hand-over, each execute of a burst woke one more
+ * sleeper until none was left, and workers that found nothing parked
+ * again: about 30 wake-ups per burst of 1,000 with 16 workers on 2 cores
+ * (6,300 in 200 bursts; 490 with it).
+ */
+static void pool_burst_onto_parked_workers_wakes_few(void **state)
+{
+    struct fixture *f = *state;
+    const int bursts = 100, per_burst = 1000;
+
+    make_pool(f, 16, 0);
+    for (int b = 0; b < bursts; b++) {
+        test_sleep_ns(MS / 2); /* 10x the longest spin: they park */
+        for (int i = 0; i < per_burst; i++)
+            assert_int_equal(serex_execute(f->pool, noop_task, NULL), SEREX_OK);
+    }
+    serex_shutdown(f->pool);
+    assert_int_equal(serex_await_termination(f->pool, TEST_TIMEOUT), SEREX_OK);
+    /* fewer than the 16 workers per burst: no wake-up per execute */
+    assert_true(serex__pool_wakes(f->pool) < (unsigned long)bursts * 12);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -595,6 +621,7 @@ int main(void)
         T(pool_steady_state_allocates_nothing),
         T(pool_parked_workers_never_miss_a_wake_up),
         T(pool_busy_pool_does_not_wake_per_task),
+        T(pool_burst_onto_parked_workers_wakes_few),
         T(pool_blocked_task_does_not_strand_the_tasks_behind_it),
         T(pool_shutdown_now_with_batches_hands_back_in_order),
 #undef T

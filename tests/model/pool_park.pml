@@ -1,0 +1,257 @@
+/*
+ * pool_park.pml - the pool's park handshake (src/pool.c, "Parking" in its
+ * essay), with the hand-over of the spinner's flag to a woken worker.
+ *
+ * Processes: NPROD producers, each making NTASK calls to pool_execute
+ * (push, then pool_signal_work), and NWORK workers (take, or spin, or
+ * park). Every shared variable is one seq_cst atomic or lives under `mu`,
+ * as in the C code; Promela's interleavings are sequentially consistent,
+ * which is what the seq_cst accesses of the handshake give.
+ *
+ * What is checked (scripts/check_model.sh; tests/model/README.md):
+ *  - no lost wake-up: when nothing can move any more (every producer done,
+ *    every worker waiting on the condition variable), no task is queued;
+ *  - the spinner's flag is not left set, nor a token unserved, then;
+ *  - at most one worker ever holds the flag (a token that carries it
+ *    counts as its holder until a worker takes it).
+ *
+ * Abstractions: the ring and the workers' batches are one count `q`
+ * (pool_has_work reads both: a task in a batch is seen as a task in the
+ * ring); the spin window is a nondeterministic choice (a spinner may give
+ * up at any step); the condition variable wakes one of the threads that
+ * wait at the moment of the signal, or none if none waits (no spurious
+ * wake-ups: the code does not rely on them).
+ *
+ * Mutations (each must make spin find a violation):
+ *  MUT_TOKEN_NO_ROLE          the worker that takes a token carrying the
+ *                             flag does not act as the spinner
+ *  MUT_RECHECK_BEFORE_ANNOUNCE a parking worker re-checks the queue before
+ *                             it counts in `sleepers`
+ * NO_HANDOFF: the protocol before the hand-over (must pass as well).
+ */
+#ifndef NPROD
+#define NPROD 1
+#endif
+#ifndef NTASK
+#define NTASK 2
+#endif
+#ifndef NWORK
+#define NWORK 2
+#endif
+
+byte q;          /* tasks queued and not taken: the ring and the batches */
+bit spinning;    /* p->spinning */
+byte sleepers;   /* p->sleepers */
+byte wakeups;    /* p->wakeups: tokens, under mu */
+bit handed;      /* p->spin_handed: a token carries the flag, under mu */
+bit mu;          /* p->mu */
+bit waiting[NWORK]; /* in cond_wait on work_cv */
+byte roles;      /* ghost: holders of the flag (a carrying token counts) */
+byte prods_done; /* ghost */
+
+inline lock()
+{
+    atomic { mu == 0 -> mu = 1 }
+}
+
+inline unlock()
+{
+    mu = 0
+}
+
+/* serex__cond_signal: wakes one thread waiting now, if any. */
+inline cv_signal()
+{
+    if
+    :: waiting[0] -> waiting[0] = 0
+#if NWORK > 1
+    :: waiting[1] -> waiting[1] = 0
+#endif
+#if NWORK > 2
+    :: waiting[2] -> waiting[2] = 0
+#endif
+    :: else -> skip
+    fi
+}
+
+/* pool_wake_one: a sleeper becomes a token; the token carries the flag
+ * when no one spins (the CAS of `spinning` from 0 to 1). */
+inline wake_one()
+{
+    lock();
+    if
+    :: sleepers > 0 ->
+        sleepers--;
+        wakeups++;
+#ifndef NO_HANDOFF
+        atomic {
+            if
+            :: !handed && spinning == 0 ->
+                spinning = 1;
+                handed = 1;
+                roles++;
+                assert(roles <= 1)
+            :: else -> skip
+            fi
+        }
+#endif
+        cv_signal()
+    :: else -> skip
+    fi;
+    unlock()
+}
+
+/* pool_signal_work: two loads, then perhaps a wake-up. */
+inline signal_work()
+{
+    if
+    :: spinning != 0 -> skip
+    :: else ->
+        if
+        :: sleepers != 0 -> wake_one()
+        :: else -> skip
+        fi
+    fi
+}
+
+active [NPROD] proctype producer()
+{
+    byte i = 0;
+
+    do
+    :: i < NTASK ->
+        q++; /* ring_push's store of tail */
+        i++;
+        signal_work()
+    :: else -> break
+    od;
+    prods_done++
+}
+
+proctype worker(byte me)
+{
+    bit was_idle = 1;
+    bit owned = 0;
+    bit spinner = 0;
+
+take:
+    if
+    :: atomic { q > 0 -> q-- } ->
+        /* took a task; a worker back from idle with more queued makes
+         * sure a sleeper helps */
+        if
+        :: was_idle && q > 0 -> signal_work()
+        :: else -> skip
+        fi;
+        was_idle = 0;
+        goto take
+    :: else -> skip
+    fi;
+    /* worker_idle */
+    was_idle = 1;
+    owned = 0;
+spin:
+    /* worker_spin: become the one spinner, unless handed the flag */
+    spinner = 0;
+    if
+    :: owned -> spinner = 1
+    :: else ->
+        atomic {
+            if
+            :: spinning == 0 ->
+                spinning = 1;
+                roles++;
+                assert(roles <= 1);
+                spinner = 1
+            :: else -> skip
+            fi
+        }
+    fi;
+    if
+    :: spinner ->
+        do
+        :: q > 0 ->
+            /* found: clear the flag, then look (take) */
+            atomic { spinning = 0; roles-- };
+            goto take
+        :: true -> break /* the window is over */
+        od
+    :: else -> skip
+    fi;
+    /* worker_park */
+    lock();
+#ifdef MUT_RECHECK_BEFORE_ANNOUNCE
+    if
+    :: q > 0 || wakeups > 0 ->
+        if
+        :: spinner -> atomic { spinning = 0; roles-- }
+        :: else -> skip
+        fi;
+        unlock();
+        goto take
+    :: else -> skip
+    fi;
+    sleepers++;
+    if
+    :: spinner -> atomic { spinning = 0; roles-- }
+    :: else -> skip
+    fi;
+    do
+    :: wakeups > 0 -> break
+    :: else ->
+        atomic { waiting[me] = 1; mu = 0 };
+end_wait_mut:
+        atomic { !waiting[me] && mu == 0 -> mu = 1 }
+    od;
+#else
+    sleepers++;
+    if
+    :: spinner -> atomic { spinning = 0; roles-- }
+    :: else -> skip
+    fi;
+    do
+    :: wakeups > 0 || q > 0 -> break
+    :: else ->
+        atomic { waiting[me] = 1; mu = 0 };
+end_wait:
+        atomic { !waiting[me] && mu == 0 -> mu = 1 }
+    od;
+#endif
+    owned = 0;
+    if
+    :: wakeups > 0 ->
+        wakeups--;
+#ifndef MUT_TOKEN_NO_ROLE
+        owned = handed;
+#endif
+        handed = 0
+    :: else -> sleepers--
+    fi;
+    unlock();
+    if
+    :: owned -> goto spin /* a token made us the spinner */
+    :: else -> goto take
+    fi
+}
+
+init
+{
+    byte i = 0;
+
+    atomic {
+        do
+        :: i < NWORK -> run worker(i); i++
+        :: else -> break
+        od
+    }
+}
+
+/* When nothing can move: no task is left, no flag, no unserved token. */
+active proctype checker()
+{
+    timeout ->
+        assert(prods_done == NPROD);
+        assert(q == 0);
+        assert(spinning == 0 && roles == 0);
+        assert(wakeups == 0 && handed == 0)
+}
