@@ -31,7 +31,12 @@
  * task never strands the tasks behind it while a thread is free. A worker
  * that took more than one task wakes a sleeper if there is no spinner,
  * exactly as a producer does, and parking workers re-check every batch, so
- * the park handshake below covers batches as it covers the ring.
+ * the park handshake below covers batches as it covers the ring. The
+ * spinner reads the batches only every 16th look (the ring at every one):
+ * each batch's head is a line its owner writes at every task, and with 16
+ * workers a spinner polling them all took those lines from every busy
+ * worker. A thief marks its own slot (`stealing`), for shutdown_now, not
+ * a count shared by all thieves.
  * Each batched task keeps its index in the ring (gidx): batches hold
  * contiguous runs of indices, all older than the ring's head, so
  * shutdown_now hands everything back in submission order.
@@ -212,6 +217,8 @@ struct slot {
     uint64_t taken_h, taken_t; /* q's tasks taken back by shutdown_now
                                   (only the call that set STOP uses them) */
     _Atomic uint64_t done; /* tasks run; written by this slot's worker */
+    _Atomic uint32_t stealing; /* a steal in progress (for shutdown_now);
+                                  written by this slot's worker */
     bool report;           /* set before the thread starts: create waits
                               for its setup's verdict */
 };
@@ -265,10 +272,6 @@ struct pool {
     _Alignas(SEREX__CACHELINE) _Atomic uint32_t spinning; /* 0 or 1 */
     _Atomic int64_t spin_ns;   /* the spin window; only the spinner writes */
     _Atomic uint32_t sleepers; /* parked, without a token; under mu */
-
-    /* Steals in progress (for shutdown_now): on a line of its own, away
-     * from the flags every execute reads, as every steal writes it. */
-    _Alignas(SEREX__CACHELINE) _Atomic uint32_t stealers;
 
     /* Cold: parking, thread management, configuration. */
     _Alignas(SEREX__CACHELINE) serex__mutex mu;
@@ -538,29 +541,37 @@ static bool batches_nonempty(struct pool *p)
 
 static bool levels_nonempty(struct pool *p);
 
-/* Work anywhere: the ring, a batch, or a level (the idle re-check). */
-static bool pool_has_work(struct pool *p)
+/* Work anywhere: the ring, a batch, or a level (the idle re-check);
+ * @batches false leaves the batches out (see worker_spin). */
+static bool pool_has_work_in(struct pool *p, bool batches)
 {
     /* seq_cst: the flag's part of the park handshake (see the essay) */
-    return queue_nonempty(p) || batches_nonempty(p) ||
+    return queue_nonempty(p) || (batches && batches_nonempty(p)) ||
            (atomic_load_explicit(&p->levels_on, memory_order_seq_cst) &&
             levels_nonempty(p));
 }
 
+static bool pool_has_work(struct pool *p)
+{
+    return pool_has_work_in(p, true);
+}
+
 /*
  * Steals from some other worker's batch. A steal moves tasks between two
- * batches in two steps (claim, then publish), so it registers in
- * `stealers` first and gives up once STOP is set: shutdown_now sets STOP,
- * waits for `stealers` to drain, and only then knows every batch it reads
- * is complete (seq_cst: the same store-then-load argument as parking).
+ * batches in two steps (claim, then publish), so it sets its slot's
+ * `stealing` first and gives up once STOP is set: shutdown_now sets STOP,
+ * waits until no slot is stealing, and only then knows every batch it
+ * reads is complete (seq_cst: the same store-then-load argument as
+ * parking).
  */
 static unsigned pool_steal(struct pool *p, struct slot *me)
 {
     unsigned n = 0;
 
     /* seq_cst (both): register, then look for STOP; shutdown_now sets STOP,
-     * then looks at `stealers`: one of us sees the other (see above) */
-    atomic_fetch_add_explicit(&p->stealers, 1, memory_order_seq_cst);
+     * then looks at every `stealing`: one of us sees the other (see above).
+     * A flag in our own slot, not a count for all: every steal writes it */
+    atomic_store_explicit(&me->stealing, 1, memory_order_seq_cst);
     if (!(atomic_load_explicit(&p->state, memory_order_seq_cst) & ST_STOP)) {
         unsigned self = (unsigned)(me - p->slots);
 
@@ -568,7 +579,7 @@ static unsigned pool_steal(struct pool *p, struct slot *me)
             n = local_steal(&me->q, &p->slots[(self + k) % p->max].q);
     }
     /* release: our published batch before shutdown_now's acquire load */
-    atomic_fetch_sub_explicit(&p->stealers, 1, memory_order_release);
+    atomic_store_explicit(&me->stealing, 0, memory_order_release);
     return n;
 }
 
@@ -936,7 +947,14 @@ static enum spin_result worker_spin(struct pool *p, bool owned)
     end = serex__now_ns() +
           atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
     for (unsigned i = 1;; i++) {
-        if (pool_has_work(p)) {
+        /*
+         * The batches every 16th look only: each is a line its owner writes
+         * at every task, and a spinner reading them all in a tight loop
+         * takes them from every busy worker (16 lines with 16 workers). A
+         * batch is never stranded: its owner runs it, and the park
+         * re-check reads every batch.
+         */
+        if (pool_has_work_in(p, i % 16 == 1)) {
             spin_adapt(p, true); /* still the spinner: ours to write */
             /* seq_cst: ordered before our next look at the queue, so a
              * producer that saw us spinning has its task seen (essay) */
@@ -1369,16 +1387,18 @@ static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
         return 0; /* a child: locks may be held by threads not here */
 
     /* seq_cst: put_lock and each level's lock order the flags against
-     * every execute (see the essay); seq_cst against the stealers count
-     * (see pool_steal). Only the call that sets STOP takes anything: the
+     * every execute (see the essay); seq_cst against each slot's stealing
+     * flag (see pool_steal). Only the call that sets STOP takes anything: the
      * rest find nothing. */
     if (atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
                                  memory_order_seq_cst) & ST_STOP)
         return 0;
     serex__room_wake(); /* waiters for room retry: and are refused */
     /* seq_cst: after STOP (see pool_steal); pairs with its release drop */
-    while (atomic_load_explicit(&p->stealers, memory_order_seq_cst) != 0)
-        serex__thread_yield();
+    for (unsigned i = 0; i < p->max; i++)
+        while (atomic_load_explicit(&p->slots[i].stealing,
+                                    memory_order_seq_cst) != 0)
+            serex__thread_yield();
     level_claim(&p->lv[LV_HIGH], &high);
     n = normal_claim(p, &h, &t);
     level_claim(&p->lv[LV_LOW], &low);
