@@ -287,6 +287,7 @@ struct pool {
     bool terminated;       /* under mu: shut down and every thread gone */
     unsigned next_id;      /* under mu */
     unsigned long wakes;   /* under mu: tokens handed out (for tests) */
+    _Atomic unsigned long spin_resets; /* for tests: see spin_adapt */
     unsigned core, max;
     int64_t keep_alive_ns;
     size_t capacity;       /* 0: unbounded */
@@ -928,6 +929,11 @@ static void spin_adapt(struct pool *p, bool found)
     /* only a change is written: the line is read by every execute */
     if (next != w)
         atomic_store_explicit(&p->spin_ns, next, memory_order_relaxed);
+    if (found) /* relaxed: a count for tests; one spinner at a time */
+        atomic_store_explicit(
+            &p->spin_resets,
+            atomic_load_explicit(&p->spin_resets, memory_order_relaxed) + 1,
+            memory_order_relaxed);
 }
 
 /* Polls the queue for the spin window, if this worker can be the one
@@ -955,7 +961,12 @@ static enum spin_result worker_spin(struct pool *p, bool owned)
          * re-check reads every batch.
          */
         if (pool_has_work_in(p, i % 16 == 1)) {
-            spin_adapt(p, true); /* still the spinner: ours to write */
+            /* still the spinner: ours to write. A token's taker that finds
+             * at its first look the work it was woken for learned nothing
+             * of spinning: resetting the window then made a trickle of
+             * work (a task per 100 us) spin a full window per task */
+            if (!owned || i > 1)
+                spin_adapt(p, true);
             /* seq_cst: ordered before our next look at the queue, so a
              * producer that saw us spinning has its task seen (essay) */
             atomic_store_explicit(&p->spinning, 0, memory_order_seq_cst);
@@ -1727,6 +1738,13 @@ unsigned serex__pool_threads(serex_executor *ex)
 {
     /* relaxed: a snapshot for a test */
     return atomic_load_explicit(&pool_of(ex)->live, memory_order_relaxed);
+}
+
+unsigned long serex__pool_spin_resets(serex_executor *ex)
+{
+    /* relaxed: a count, read once the test's tasks are done */
+    return atomic_load_explicit(&pool_of(ex)->spin_resets,
+                                memory_order_relaxed);
 }
 
 unsigned long serex__pool_wakes(serex_executor *ex)

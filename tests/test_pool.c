@@ -600,6 +600,31 @@ static void pool_burst_onto_parked_workers_wakes_few(void **state)
     assert_true(serex__pool_wakes(f->pool) < (unsigned long)bursts * 12);
 }
 
+/*
+ * A trickle of work: each task comes after the spinner has given up and
+ * parked, so each is a wake-up. The woken worker that finds, at its first
+ * look, the task it was woken for has learned nothing of spinning and must
+ * not set the spin window back to its longest: when it did, every task of
+ * a trickle cost a full 50 us spin afterwards (pool_trickle: 60 % of a
+ * core at a task per 100 us instead of 9 %).
+ */
+static void pool_trickle_does_not_reset_the_spin_window(void **state)
+{
+    struct fixture *f = *state;
+    const int tasks = 40;
+
+    make_pool(f, 2, 0);
+    for (int i = 1; i <= tasks; i++) {
+        test_sleep_ns(2 * MS); /* 40x the longest spin: they park */
+        set_target(f, i);
+        assert_int_equal(serex_execute(f->pool, count_task, f), SEREX_OK);
+        assert_signalled(f->done);
+    }
+    /* the trickle was served by wake-ups, and few spins found work */
+    assert_true(serex__pool_wakes(f->pool) >= (unsigned long)tasks / 2);
+    assert_true(serex__pool_spin_resets(f->pool) < (unsigned long)tasks / 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -622,6 +647,7 @@ int main(void)
         T(pool_parked_workers_never_miss_a_wake_up),
         T(pool_busy_pool_does_not_wake_per_task),
         T(pool_burst_onto_parked_workers_wakes_few),
+        T(pool_trickle_does_not_reset_the_spin_window),
         T(pool_blocked_task_does_not_strand_the_tasks_behind_it),
         T(pool_shutdown_now_with_batches_hands_back_in_order),
 #undef T
