@@ -927,9 +927,13 @@ static void spin_adapt(struct pool *p, bool found)
                          : (w <= 2 * SPIN_MIN_NS ? SPIN_MIN_NS : w / 2);
 
     /* only a change is written: the line is read by every execute */
-    if (next != w)
-        atomic_store_explicit(&p->spin_ns, next, memory_order_relaxed);
-    if (found) /* relaxed: a count for tests; one spinner at a time */
+    if (next == w)
+        return;
+    atomic_store_explicit(&p->spin_ns, next, memory_order_relaxed);
+    /* A reset from a shorter window, counted for tests: not in a ping-pong
+     * (the window stays at its longest), so the busy path writes nothing.
+     * relaxed: a count; one spinner at a time */
+    if (found)
         atomic_store_explicit(
             &p->spin_resets,
             atomic_load_explicit(&p->spin_resets, memory_order_relaxed) + 1,

@@ -14,7 +14,8 @@
 unsigned serex__pool_threads(serex_executor *ex);
 /* Times a producer had to wake a parked worker (a futex call each). */
 unsigned long serex__pool_wakes(serex_executor *ex);
-/* Times a spin that found work set the spin window back to its longest. */
+/* Times a spin that found work set a shorter spin window back to its
+ * longest. */
 unsigned long serex__pool_spin_resets(serex_executor *ex);
 
 #endif /* SEREX_POOL_INTERNAL_H */
