@@ -34,7 +34,7 @@ base        base        common_internal.h fatal.c version.c
 platform    platform    thread_unix.c thread_win.c thread_internal.h spinlock_internal.h alloc.c alloc_internal.h
 core        core        executor.c executor_internal.h exec_class_internal.h
 core        core        op_internal.h future.c future_internal.h
-core        core        task_internal.h mpsc_internal.h await_internal.h
+core        core        task_internal.h mpsc_internal.h await_internal.h life_internal.h
 core        core        stats_internal.h nodecache.c nodecache_internal.h
 core        core        park.c park_internal.h fork.c fork_internal.h
 components  pool        pool.c pool_internal.h
