@@ -1256,6 +1256,21 @@ static int worker_main(void *arg)
 
 /* --- the executor --- */
 
+static void (*test_after_publish)(void *ctx);
+static void *test_after_publish_ctx;
+
+void serex__pool_test_after_publish(void (*fn)(void *ctx), void *ctx)
+{
+    test_after_publish_ctx = ctx;
+    test_after_publish = fn;
+}
+
+unsigned serex__pool_sleepers(serex_executor *ex)
+{
+    /* relaxed: a snapshot for a test */
+    return atomic_load_explicit(&pool_of(ex)->sleepers, memory_order_relaxed);
+}
+
 static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
 {
     struct pool *p = pool_of(ex);
@@ -1271,8 +1286,11 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
     if (serex__unlikely(rc != SEREX_OK))
         p->rejected++;
     serex__spin_unlock(&p->put_lock);
-    if (serex__likely(rc == SEREX_OK))
+    if (serex__likely(rc == SEREX_OK)) {
+        if (test_after_publish != NULL)
+            test_after_publish(test_after_publish_ctx);
         pool_signal_work(p);
+    }
     return rc;
 }
 

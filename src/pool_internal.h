@@ -18,4 +18,14 @@ unsigned long serex__pool_wakes(serex_executor *ex);
  * longest. */
 unsigned long serex__pool_spin_resets(serex_executor *ex);
 
+/* Workers parked now (without a wake-up token). */
+unsigned serex__pool_sleepers(serex_executor *ex);
+/*
+ * A test seam: @fn(@ctx) runs in every execute of every pool that must wake
+ * or start a worker, after its task is published and before the wake-up
+ * (the window in which the task may run and the pool be destroyed). NULL
+ * removes it. Tests only; not thread-safe against executes in flight.
+ */
+void serex__pool_test_after_publish(void (*fn)(void *ctx), void *ctx);
+
 #endif /* SEREX_POOL_INTERNAL_H */
