@@ -116,6 +116,31 @@
  * predictable branch in execute and one per drain round. The spin model
  * checks this too (tests/model: CAP, and a waiter in serex_execute_wait).
  *
+ * --- The stats' queued ---
+ * `queued` is the tasks accepted and not finished: waiting, or running.
+ * wip alone is not that: the drain subtracts a round's tasks only at its
+ * end, so read from inside a round of 64 it still counts the tasks of the
+ * round that have returned (a bounded serial of capacity 16 kept full
+ * from its own tasks read 80). So the drain counts each task in
+ * `completed` as it returns (a store to its own line, no locked
+ * instruction), and keeps `settled`: completed as wip last counted it,
+ * moved at the round's end (serial_settle):
+ *
+ *   settled |= SETTLING;  wip -= ran (seq_cst);  settled = completed
+ *
+ * queued = wip - (completed - settled), read as a snapshot the way a
+ * seqlock is: settled (acquire), completed (acquire), wip (acquire), then
+ * settled again; the snapshot stands if both reads of settled agree and
+ * neither has SETTLING. Why it is exact: if the wip read saw the round's
+ * subtraction, it read the release RMW or a later RMW of its release
+ * sequence, so the SETTLING store happens-before the second read of
+ * settled, which then differs from a first read made before it; if the
+ * completed read saw a task of the next round, that task's release store
+ * comes after the last settled store, which the second read then sees. A
+ * reader that fails 64 times (a drain preempted in its settle) takes its
+ * last reads as they are: settled is then at most the value wip was
+ * counted against, so the answer may be low, never high.
+ *
  * --- Checked by a model ---
  * tests/model/serial_drain.pml is this protocol in Promela, one model step
  * per atomic step here (the MPSC exchange and link apart), and
@@ -147,6 +172,7 @@
 #include "thread_internal.h"
 
 #define DEFAULT_BATCH 64u
+#define SETTLING (UINT64_C(1) << 63) /* settled: the drain is settling */
 
 #define CTL_SHUT 1u
 #define CTL_STOP 2u
@@ -176,7 +202,9 @@ struct serial {
     _Alignas(SEREX__CACHELINE) serex__spinlock pop_lock;
     struct serex__task *head;
     struct serex__task stub;
-    _Atomic uint64_t completed; /* written by the running drain only */
+    _Atomic uint64_t completed; /* the running drain only: after each task */
+    _Atomic uint64_t settled;   /* completed, as wip last counted it (see
+                                   the essay: the stats' queued) */
     _Atomic uint64_t taken;     /* handed back or dropped; under pop_lock */
     _Atomic uint64_t rejected;  /* execute calls refused */
 
@@ -226,11 +254,24 @@ static void serial_give_back(struct serial *s, uint64_t n)
     serex__room_made();
 }
 
+/* A task of the drain has returned: count it (one writer, no locked
+ * instruction; see the essay, the stats' queued). */
+static void serial_count_done(struct serial *s)
+{
+    /* release: a stats reader that sees it (acquire) sees the settled
+     * value the drain stored before it */
+    atomic_store_explicit(
+        &s->completed,
+        atomic_load_explicit(&s->completed, memory_order_relaxed) + 1,
+        memory_order_release);
+}
+
 /*
- * serex__mpsc_run for a bounded serial: each task's place is freed when it
- * leaves the queue, before it runs. Returns how many ran.
+ * The drain's loop (serex__mpsc_run's, with a bounded serial's place freed
+ * when its task leaves the queue, before it runs, and each task counted as
+ * it returns). Returns how many ran.
  */
-static unsigned serial_run_bounded(struct serial *s, unsigned max)
+static unsigned serial_run(struct serial *s, unsigned max)
 {
     unsigned ran = 0;
 
@@ -244,14 +285,38 @@ static unsigned serial_run_bounded(struct serial *s, unsigned max)
         serex__spin_unlock(&s->pop_lock);
         if (t == NULL)
             break;
-        serial_give_back(s, 1);
+        if (s->capacity != 0)
+            serial_give_back(s, 1);
         fn = t->fn;
         arg = t->arg;
         serex__task_free(t);
         fn(arg);
+        serial_count_done(s);
         ran++;
     }
     return ran;
+}
+
+/*
+ * The end of a round: `wip -= ran`, with the stats' `settled` moved along
+ * (SETTLING around the subtraction, so a reader knows which of the two it
+ * saw). Returns what is left in wip.
+ */
+static uint64_t serial_settle(struct serial *s, unsigned ran)
+{
+    uint64_t done = atomic_load_explicit(&s->completed, memory_order_relaxed);
+    uint64_t old = atomic_load_explicit(&s->settled, memory_order_relaxed);
+    uint64_t left;
+
+    if (ran != 0) /* relaxed: the seq_cst subtraction below releases it */
+        atomic_store_explicit(&s->settled, old | SETTLING,
+                              memory_order_relaxed);
+    /* seq_cst: the hand-over to the next drain needs acq_rel (see the
+     * essay); seq_cst also orders it before serial_idle's look */
+    left = atomic_fetch_sub_explicit(&s->wip, ran, memory_order_seq_cst) - ran;
+    if (ran != 0) /* release: after the subtraction, for the reader */
+        atomic_store_explicit(&s->settled, done, memory_order_release);
+    return left;
 }
 
 /* --- the drain --- */
@@ -284,16 +349,8 @@ static void serial_drain(struct serex__op *op)
      * the thread back, so the count carries over: at most `batch` tasks a
      * visit (promise 4; the spin model found the overrun without it). */
     for (unsigned idle = 0, visit = 0;; idle++) {
-        unsigned ran = s->capacity != 0
-                           ? serial_run_bounded(s, s->batch - visit)
-                           : serex__mpsc_run(serial_queue(s), &s->pop_lock,
-                                             s->batch - visit);
-        /* before the hand-over below: the next drain's add follows ours */
-        serex__stat_add(&s->completed, ran);
-        /* seq_cst: the hand-over to the next drain needs acq_rel (see the
-         * essay); seq_cst also orders it before serial_idle's look */
-        uint64_t left = atomic_fetch_sub_explicit(&s->wip, ran,
-                                                  memory_order_seq_cst) - ran;
+        unsigned ran = serial_run(s, s->batch - visit);
+        uint64_t left = serial_settle(s, ran);
 
         if (left == 0) {
             serial_idle(s);
@@ -569,13 +626,38 @@ static const struct serex__op_class drain_class = {
     "serial drain", serial_drain, serial_drain_dropped,
 };
 
+/*
+ * The stats' queued: wip, less the tasks of the round under way that have
+ * returned (completed - settled), read as one snapshot (see the essay).
+ * *@completed: the completed count of that snapshot.
+ */
+static uint64_t serial_queued(struct serial *s, uint64_t *completed)
+{
+    uint64_t a, c, w;
+
+    for (unsigned tries = 0;; tries++) {
+        /* acquire (all three): a settled, completed or wip value seen
+         * brings the drain's stores before it (see the essay) */
+        a = atomic_load_explicit(&s->settled, memory_order_acquire);
+        c = atomic_load_explicit(&s->completed, memory_order_acquire);
+        w = atomic_load_explicit(&s->wip, memory_order_acquire);
+        if ((!(a & SETTLING) &&
+             a == atomic_load_explicit(&s->settled, memory_order_relaxed)) ||
+            tries == 64) /* a drain preempted in its settle: undercount */
+            break;
+        serex__cpu_relax();
+    }
+    a &= ~SETTLING;
+    *completed = c;
+    return c - a < w ? w - (c - a) : 0;
+}
+
 static void serial_stats(serex_executor *ex, serex_stats *out)
 {
     struct serial *s = serial_of(ex);
 
+    out->queued = serial_queued(s, &out->completed);
     /* relaxed (all): a statistic */
-    out->completed = atomic_load_explicit(&s->completed, memory_order_relaxed);
-    out->queued = atomic_load_explicit(&s->wip, memory_order_relaxed);
     out->submitted = out->completed + out->queued +
                      atomic_load_explicit(&s->taken, memory_order_relaxed);
     out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);

@@ -58,6 +58,9 @@ struct fixture {
     struct item items[2 * N];
     size_t log[2 * N];          /* written by log_task, in run order */
     size_t nlog;
+    serex_stats seen[2 * N]; /* written by stats_task, in run order */
+    size_t nseen;
+    bool refill; /* stats_task submits one more first */
     struct test_order hb;
     struct test_pending pending;
     serex_fn pending_fns[2 * N];
@@ -140,6 +143,14 @@ static int teardown(void **state)
     serex_event_destroy(f->done);
     free(f);
     return 0;
+}
+
+static serex_stats stats_of_ex(serex_executor *ex)
+{
+    serex_stats st;
+
+    assert_int_equal(serex_executor_stats(ex, &st), SEREX_OK);
+    return st;
 }
 
 /* Makes f->ser[i] on @target with the given batch (0: default). */
@@ -1054,6 +1065,86 @@ static void serial_execute_allocation_failure_is_enomem_and_queues_nothing(
     assert_int_equal(serex_await_termination(s, 0), SEREX_OK);
 }
 
+/* --- stats --- */
+
+/* Reads the stats of f->ser[0] from inside its drain. With f->refill,
+ * first submits the item STATS_CAP on (while there is one). */
+#define STATS_CAP 16
+#define STATS_TASKS 64
+
+static void stats_task(void *arg)
+{
+    struct item *it = arg;
+    struct fixture *f = it->f;
+
+    if (it->v + STATS_CAP < STATS_TASKS && f->refill)
+        assert_int_equal(
+            serex_execute(f->ser[0], stats_task, &f->items[it->v + STATS_CAP]),
+            SEREX_OK);
+    assert_int_equal(serex_executor_stats(f->ser[0], &f->seen[f->nseen]),
+                     SEREX_OK);
+    f->nseen++;
+}
+
+/*
+ * `queued` counts the tasks not finished: waiting, and the one running.
+ * Read from inside the drain, the k-th of 10 tasks sees 10 - k (itself and
+ * those behind it), not the 10 the batch started with.
+ */
+static void serial_stats_queued_counts_what_is_left_inside_a_batch(void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *s = make_serial(f, 0, f->manual, 0);
+
+    for (size_t i = 0; i < 10; i++)
+        assert_int_equal(serex_execute(s, stats_task, &f->items[i]), SEREX_OK);
+    assert_true(serex_manual_run_one(f->manual)); /* one drain: all 10 */
+    assert_int_equal(f->nseen, 10);
+    for (size_t k = 0; k < 10; k++) {
+        assert_int_equal(f->seen[k].queued, 10 - k);
+        assert_int_equal(f->seen[k].completed, k);
+        assert_int_equal(f->seen[k].submitted, 10);
+    }
+    assert_int_equal(stats_of_ex(s).queued, 0);
+    assert_int_equal(stats_of_ex(s).completed, 10);
+}
+
+/*
+ * A bounded serial kept full from inside its drain (each task submits one
+ * more before it reads): never more than STATS_CAP wait, so `queued` is at
+ * most STATS_CAP + 1 (the waiting and the running one), whatever the batch
+ * has run so far. Once the supply stops it counts down.
+ */
+static void serial_stats_queued_of_bounded_never_passes_cap_plus_running(
+    void **state)
+{
+    struct fixture *f = *state;
+    serex_serial_config cfg = {.queue_capacity = STATS_CAP};
+    serex_executor *s;
+
+    assert_int_equal(serex_serial_create(f->manual, &cfg, &f->ser[0]),
+                     SEREX_OK);
+    s = f->ser[0];
+    f->refill = true;
+    for (size_t i = 0; i < STATS_CAP; i++)
+        assert_int_equal(serex_execute(s, stats_task, &f->items[i]), SEREX_OK);
+    assert_int_equal(serex_execute(s, stats_task, &f->items[STATS_CAP]),
+                     SEREX_EFULL);
+    assert_true(serex_manual_run_one(f->manual)); /* one batch of 64 */
+    assert_int_equal(f->nseen, STATS_TASKS);
+    for (size_t k = 0; k < STATS_TASKS; k++) {
+        uint64_t want = k + STATS_CAP < STATS_TASKS ? STATS_CAP + 1
+                                                    : STATS_TASKS - k;
+
+        assert_int_equal(f->seen[k].queued, want);
+        assert_int_equal(f->seen[k].completed, k);
+    }
+    assert_false(serex_manual_run_one(f->manual));
+    assert_int_equal(stats_of_ex(s).queued, 0);
+    assert_int_equal(stats_of_ex(s).completed, STATS_TASKS);
+    assert_int_equal(stats_of_ex(s).submitted, STATS_TASKS);
+}
+
 static void serial_steady_state_allocates_nothing_per_task(void **state)
 {
     struct fixture *f = *state;
@@ -1121,6 +1212,8 @@ int main(void)
         T(serial_create_allocation_failure_is_enomem),
         T(serial_execute_allocation_failure_is_enomem_and_queues_nothing),
         T(serial_steady_state_allocates_nothing_per_task),
+        T(serial_stats_queued_counts_what_is_left_inside_a_batch),
+        T(serial_stats_queued_of_bounded_never_passes_cap_plus_running),
     };
 #undef T
 
