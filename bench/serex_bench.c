@@ -30,6 +30,8 @@
 
 #include <serex/serex.h>
 
+#include "pool_internal.h" /* pool_wakeups: the pool's own counters */
+
 #include <errno.h>       /* EINTR from sem_wait, clock_nanosleep */
 #include <inttypes.h>    /* PRIu64 */
 #include <pthread.h>     /* producer threads */
@@ -533,6 +535,116 @@ static int bench_pool_idle_cpu(const struct bench_cfg *cfg)
         return -1;
     printf("RESULT bench=pool_idle_cpu impl=%s threads=%d idle_cpu_pct=%.2f\n",
            IMPL, cfg->threads, 100.0 * (double)cpu / (double)wall);
+    fflush(stdout);
+    return 0;
+}
+
+/* --- pool_wakeups: what the unit tests may not count --- */
+
+/*
+ * The pool's wake-ups and spin resets, counted through its internal
+ * counters (pool_internal.h), for three shapes that once cost a system
+ * call per task: a busy pool (wakes per 1,000 tasks), bursts of 1,000 onto
+ * parked workers (wakes per burst; 25 before the spinner's hand-over at 16
+ * workers), a trickle onto parked workers (spin-window resets per task;
+ * near 1 before the first-look rule). And an elastic pool idle past its
+ * keep-alive: the CPU it burns (a core before the keep-alive was re-armed).
+ * Counts and CPU depend on the machine's load: they belong here, not in a
+ * unit test.
+ */
+static void bench_noop(void *arg)
+{
+    (void)arg;
+}
+
+static int wakeups_burst(int threads, double *per_burst)
+{
+    serex_executor *pool = pool_start(threads);
+    const int bursts = 100, per = 1000;
+
+    if (pool == NULL)
+        return -1;
+    unsigned long w0 = serex__pool_wakes(pool);
+    for (int b = 0; b < bursts; b++) {
+        sleep_until(now_ns() + 500000); /* 10x the longest spin: they park */
+        for (int i = 0; i < per; i++)
+            if (serex_execute(pool, bench_noop, NULL) != SEREX_OK)
+                return -1;
+    }
+    serex_shutdown(pool);
+    if (serex_await_termination(pool, SEREX_FOREVER) != SEREX_OK)
+        return -1;
+    *per_burst = (double)(serex__pool_wakes(pool) - w0) / bursts;
+    return pool_stop(pool);
+}
+
+static int wakeups_busy(int threads, double *per_k)
+{
+    serex_executor *pool = pool_start(threads);
+    const long n = 200000;
+
+    if (pool == NULL)
+        return -1;
+    unsigned long w0 = serex__pool_wakes(pool);
+    for (long i = 0; i < n; i++)
+        if (serex_execute(pool, bench_noop, NULL) != SEREX_OK)
+            return -1;
+    serex_shutdown(pool);
+    if (serex_await_termination(pool, SEREX_FOREVER) != SEREX_OK)
+        return -1;
+    *per_k = 1000.0 * (double)(serex__pool_wakes(pool) - w0) / (double)n;
+    return pool_stop(pool);
+}
+
+static int wakeups_trickle(int threads, double *resets_per_task)
+{
+    serex_executor *pool = pool_start(threads);
+    const int tasks = 40;
+
+    if (pool == NULL)
+        return -1;
+    unsigned long r0 = serex__pool_spin_resets(pool);
+    for (int i = 0; i < tasks; i++) {
+        sleep_until(now_ns() + 2000000); /* 40x the longest spin */
+        if (pool_run_tasks(pool, 1) != SEREX_OK)
+            return -1;
+    }
+    *resets_per_task =
+        (double)(serex__pool_spin_resets(pool) - r0) / (double)tasks;
+    return pool_stop(pool);
+}
+
+static int wakeups_elastic_idle(int threads, double *cpu_pct)
+{
+    serex_pool_config cfg = {.threads = (unsigned)threads,
+                             .max_threads = 2 * (unsigned)threads,
+                             .keep_alive_ns = 1000000};
+    serex_executor *pool;
+
+    if (serex_pool_create(&cfg, &pool) != SEREX_OK)
+        return -1;
+    sleep_until(now_ns() + 10000000); /* past the keep-alive */
+    int64_t wall0 = now_ns(), cpu0 = cpu_time_ns();
+    sleep_until(wall0 + IDLE_NS / 4);
+    *cpu_pct = 100.0 * (double)(cpu_time_ns() - cpu0) /
+               (double)(now_ns() - wall0);
+    return pool_stop(pool);
+}
+
+static int bench_pool_wakeups(const struct bench_cfg *cfg)
+{
+    int threads = cfg->threads > 0 ? cfg->threads : 16;
+    double burst = 0, busy = 0, resets = 0, idle = 0;
+
+    if (wakeups_burst(threads, &burst) != 0 ||
+        wakeups_busy(threads, &busy) != 0 ||
+        wakeups_trickle(threads, &resets) != 0 ||
+        wakeups_elastic_idle(threads, &idle) != 0)
+        return -1;
+    printf("RESULT bench=pool_wakeups impl=%s threads=%d "
+           "wakes_per_burst=%.1f wakes_per_ktask=%.2f "
+           "spin_resets_per_trickle_task=%.2f elastic_idle_cpu_pct=%.2f\n",
+           IMPL, threads, burst, busy, resets, idle);
     fflush(stdout);
     return 0;
 }
@@ -2203,6 +2315,7 @@ static const struct bench bench_table[] = {
     {"trickle_floor", bench_trickle_floor},
     {"future_chain", bench_future_chain},
     {"group_fanout", bench_group_fanout},
+    {"pool_wakeups", bench_pool_wakeups},
 };
 
 #define BENCH_COUNT (sizeof bench_table / sizeof bench_table[0])

