@@ -84,6 +84,10 @@ configs=(
     "park-no-handoff;pass;safety;-DNPROD=2 -DNTASK=2 -DNWORK=2 -DNO_HANDOFF;pool_park.pml"
     "mut-park-token-no-role;assertion violated \\(q;safety;-DNPROD=1 -DNTASK=2 -DNWORK=2 -DMUT_TOKEN_NO_ROLE;pool_park.pml"
     "mut-park-recheck-first;assertion violated \\(q;safety;-DNPROD=1 -DNTASK=2 -DNWORK=2 -DMUT_RECHECK_BEFORE_ANNOUNCE;pool_park.pml"
+    "threads-tmax2;pass;safety;-DTMAX=2;pool_threads.pml"
+    "threads-tmax3;pass;safety;-DTMAX=3;pool_threads.pml"
+    "mut-threads-no-debt;invalid end state;safety;-DTMAX=2 -DMUT_NO_DEBT;pool_threads.pml"
+    "mut-threads-no-rearm;assertion violated \\(held;safety;-DTMAX=2 -DMUT_NO_REARM;pool_threads.pml"
 )
 
 ensure_spin() {
@@ -104,7 +108,7 @@ ensure_spin
 cc=${CC:-$(command -v gcc || echo cc)}
 command -v "$cc" >/dev/null 2>&1 ||
     { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
-for m in serial_drain.pml pool_park.pml; do
+for m in serial_drain.pml pool_park.pml pool_threads.pml; do
     [ -r "$models/$m" ] || { echo "check_model.sh: $models/$m is missing" >&2; exit 2; }
 done
 
