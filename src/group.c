@@ -28,16 +28,22 @@
  *   bits 48-59  W         threads counted in serex_group_wait
  *   bit  60     NOTIFY    the notify list is not empty
  *   bit  61     DETACHED  serex_group_destroy was called
+ *   bit  62     POSTING   a thread is handing out the notifications due
  *
- * The group is *empty* (what wait waits for, and what notify posts at
- * once on) when A == 0 and NOTIFY is clear.
+ * The group is *empty* (what wait waits for) when A == 0 and NOTIFY and
+ * POSTING are clear: no member, and every notification due handed out
+ * (its target's execute returned), so that a waiter may destroy a notify
+ * target as soon as it returns; libdispatch, too, posts a group's
+ * notifications before it wakes its waiters. notify posts at once when
+ * A == 0 and NOTIFY is clear (POSTING set: the poster posts it).
  *   join  (execute, submit, enter):  A += 1, one fetch_add; the join
  *         that finds A == 0 opens a busy period and also takes R += 1
  *         (one CAS when a first look saw A == 0, else a second add).
  *   leave (a record's end, leave):   A -= 1, one fetch_sub. The leave
  *         that takes A from 1 to 0 is the period's *emptier*: if NOTIFY
- *         was set it runs the notify tail (below), else if W was not 0 it
- *         wakes the waiters; then it drops the period's reference. With
+ *         was set it runs the notify tail (below), else if W was not 0
+ *         and POSTING clear it wakes the waiters (POSTING set: the poster
+ *         wakes them); then it drops the period's reference. With
  *         nothing to do (a first look saw A == 1, no NOTIFY, no W) the
  *         leave and the drop are one CAS.
  * So a task costs: at execute, the add on `state` and one on `pend`
@@ -72,50 +78,66 @@
  * empty (W saturates at 4095: further waiters are not counted and look
  * again every millisecond), then sleeps in the parking lot on `gen`, a
  * 32-bit word of its own, while the group is not empty. Whoever makes the
- * group empty, an emptier's fetch_sub or a tail's clearing of NOTIFY, gets
- * W in the old value of the same RMW: a waiter counted before that RMW is
- * seen, one counted after it finds the group empty in its CAS and does not
- * wait. Seeing W, it bumps `gen` (release) and wakes the lot: a waiter
- * that read `gen` before the bump has its park return (park_internal.h
- * re-reads under the bucket lock); one that read it after the bump sees,
- * through that release, the emptying RMW in its next look at `state`. No
- * wake-up is lost, and waiters park on a word that changes only when the
- * group empties, not at every task. A waiter wakes only to look: the group
- * may be busy again, and then it sleeps again.
+ * group empty, an emptier's fetch_sub (POSTING clear) or a poster's
+ * clearing of POSTING (A == 0, NOTIFY clear), gets W in the old value of
+ * the same RMW: a waiter counted before that RMW is seen, one counted
+ * after it finds the group empty in its CAS and does not wait. Seeing W,
+ * it bumps `gen` (release) and wakes the lot: a waiter that read `gen`
+ * before the bump has its park return (park_internal.h re-reads under the
+ * bucket lock); one that read it after the bump sees, through that
+ * release, the emptying RMW in its next look at `state`. No wake-up is
+ * lost, and waiters park on a word that changes only when the group
+ * empties, not at every task. A waiter wakes only to look: the group may
+ * be busy again, and then it sleeps again. Exactly one of the two RMWs
+ * that may end a busy period sees the other's work done: an emptier that
+ * finds POSTING set leaves the waking to the poster, and a poster that
+ * finds A != 0 or NOTIFY set leaves it to the emptier or tail to come.
  *
- * --- Notifications: the list, due, posting ---
+ * --- Notifications: the list, due, POSTING ---
  * Under `lock` (a spinlock, held for a few pointer moves): `list`, the
- * notifications waiting for the group to empty; `due`, those to post now;
- * `posting`, whether some thread is posting. NOTIFY is set iff `list` is
- * not empty, both changed under the lock.
- *   notify:  lock; one CAS decides on `state`: empty (A == 0, NOTIFY
- *            clear) -> append to `due`; else set NOTIFY (if clear) and
- *            append to `list`. A notification registered while NOTIFY is
- *            set and A == 0 (an emptier's tail is on its way) waits for
- *            that tail, behind the ones registered before it.
+ * notifications waiting for the group to empty; `due`, those to post now.
+ * NOTIFY is set iff `list` is not empty; POSTING iff a thread is posting
+ * `due`: both bits change only under the lock (with A re-read by the CAS
+ * that changes them), so the lock holder knows them.
+ *   notify:  lock; one CAS decides on `state`: A == 0 and NOTIFY clear
+ *            -> append to `due`, and if POSTING was clear, set it and take
+ *            a reference (R) in that CAS and post; else set NOTIFY (if
+ *            clear) and append to `list`. A notification registered while
+ *            NOTIFY is set and A == 0 (an emptier's tail is on its way)
+ *            waits for that tail, behind the ones registered before it.
  *   tail:    (an emptier that saw NOTIFY) lock; if A == 0 and NOTIFY is
- *            still set, one CAS clears NOTIFY, and `list` moves to `due`;
- *            if A != 0, the group filled again first: leave `list` for the
- *            emptier of the new period (it will see NOTIFY).
- *   post:    whoever appended to `due` or moved `list` there, and found
- *            `posting` false, sets it and posts: take `due` under the lock,
- *            post each in order with the lock released, again until `due`
- *            is empty, then clear `posting`. A notification that becomes
- *            due meanwhile is posted by that same thread, after the ones
- *            before it: one poster at a time keeps the order of
- *            registration, and a notification run inline that registers
- *            another does not recurse. A registrant that posts holds a
- *            reference (R) while it does: a notification it runs inline may
- *            destroy the group.
- * Who wins: `list`, `due`, `posting` and NOTIFY change only under the
- * lock, and A == 0 is re-read there by the CAS that clears NOTIFY, so a
- * notification is due exactly when the group was empty at some moment
- * after it was registered, and the moment is one both wait and notify
- * can see: while NOTIFY is set the group is not empty to them, so a join
- * that slips in between an emptier's fetch_sub and its tail simply
+ *            still set, one CAS clears NOTIFY and sets POSTING, and `list`
+ *            moves to `due`; the tail posts if POSTING was clear (else the
+ *            thread posting takes them). If A != 0, the group filled again
+ *            first: leave `list` for the emptier of the new period (it
+ *            will see NOTIFY).
+ *   post:    take `due` under the lock, post each in order with the lock
+ *            released, again until `due` is empty; then, in the same
+ *            critical section that finds it empty, clear POSTING (a
+ *            release RMW: the posts, our calls into the targets, happen
+ *            before a waiter that sees the group empty returns). If that
+ *            made the group empty (A == 0, NOTIFY clear) and W != 0, wake
+ *            the waiters. A notification that becomes due meanwhile is
+ *            posted by that same thread, after the ones before it: one
+ *            poster at a time keeps the order of registration, and a
+ *            notification run inline that registers another does not
+ *            recurse. The poster holds a reference while it posts (the
+ *            tail its period's, a registrant its own): a notification it
+ *            runs inline may destroy the group. It posts inside a frame
+ *            of the group (below): a notification run inline, refused by
+ *            its target or run inside the target's execute, that waits
+ *            for the group would wait for its own handing out.
+ * Who wins: `list`, `due`, NOTIFY and POSTING change only under the lock,
+ * and A == 0 is re-read there by the CAS that clears NOTIFY, so a
+ * notification is due exactly when the group had no member at some
+ * moment after it was registered, and the moment is one both wait and
+ * notify can see: while NOTIFY is set the group is not empty to them, so
+ * a join that slips in between an emptier's fetch_sub and its tail simply
  * continues the busy period (no observer could tell it came later). Each
  * notification is in exactly one of `list`, `due`, or a poster's private
  * batch, and a poster posts what it took: nothing is lost or posted twice.
+ * A wait never returns while one is due and not yet handed out: from the
+ * moment it is due until POSTING is cleared, NOTIFY or POSTING is set.
  * A notification is an internal operation: if its target refuses it or
  * later takes it back or drops it, it runs where it is (promise 2a).
  *
@@ -145,6 +167,7 @@
  * A record runs its task inside a frame on a thread-local list of the
  * groups whose tasks this thread runs; serex_group_wait called from inside
  * one for the same group returns SEREX_EDEADLK (its own task keeps A > 0).
+ * A poster posts inside one too (its own POSTING keeps the group busy).
  *
  * --- Memory orders (each is also explained where it is used) ---
  * Leaves are release RMWs on `state`, so every later RMW continues their
@@ -182,6 +205,7 @@
 #define W_MASK (W_MAX << W_SHIFT)
 #define NOTIFY (UINT64_C(1) << 60)
 #define DETACHED (UINT64_C(1) << 61)
+#define POSTING (UINT64_C(1) << 62)
 
 #define MEMBERS(v) ((v)&A_MASK)
 #define REFS(v) (((v)&R_MASK) >> R_SHIFT)
@@ -203,11 +227,10 @@ struct serex_group {
     /* The cold line: waiting, notifications, enters. */
     _Alignas(SEREX__CACHELINE) _Atomic uint32_t gen; /* bumped by whoever
                                       empties the group with waiters */
-    serex__spinlock lock;     /* list, due, posting (and NOTIFY's changes) */
+    serex__spinlock lock; /* list, due (and NOTIFY's and POSTING's changes) */
     _Atomic uint64_t entered; /* enters without their leave: misuse check */
     struct note *list, **list_tail; /* waiting for the group to empty */
     struct note *due, **due_tail;   /* to post now, in order */
-    bool posting;                   /* a thread is posting `due` */
 };
 
 /* A task's record (submit's; execute's adds fn). */
@@ -246,14 +269,17 @@ static SEREX__THREAD_LOCAL struct group_frame *group_frames;
 
 static bool state_empty(uint64_t v)
 {
-    return MEMBERS(v) == 0 && !(v & NOTIFY);
+    return MEMBERS(v) == 0 && !(v & (NOTIFY | POSTING));
 }
 
 /* --- references: the memory outlives every tail --- */
 
 static void group_free(serex_group *g)
 {
-    SEREX_ASSERT(g->list == NULL && g->due == NULL && !g->posting);
+    /* relaxed: the freeing thread's own last RMW made it see the rest */
+    SEREX_ASSERT(
+        g->list == NULL && g->due == NULL &&
+        !(atomic_load_explicit(&g->state, memory_order_relaxed) & POSTING));
     serex__free(g);
 }
 
@@ -309,49 +335,6 @@ static void note_append(struct note ***tail, struct note *n)
     *tail = &n->next;
 }
 
-/* The poster: posts `due` batch by batch, in order, until it is empty.
- * The caller set `posting` and holds a reference. */
-static void group_post(serex_group *g)
-{
-    for (;;) {
-        struct note *n;
-
-        serex__spin_lock(&g->lock);
-        n = g->due;
-        g->due = NULL;
-        g->due_tail = &g->due;
-        if (n == NULL)
-            g->posting = false;
-        serex__spin_unlock(&g->lock);
-        if (n == NULL)
-            return;
-        while (n != NULL) {
-            struct note *next = n->next; /* n may be gone once posted */
-
-            note_post(n);
-            n = next;
-        }
-    }
-}
-
-/* Moves `list` to the end of `due` (under the lock). Returns whether the
- * caller is to post (no one was). */
-static bool notes_due(serex_group *g)
-{
-    if (g->list != NULL) {
-        *g->due_tail = g->list;
-        g->due_tail = g->list_tail;
-        g->list = NULL;
-        g->list_tail = &g->list;
-    }
-    if (g->posting)
-        return false;
-    g->posting = true;
-    return true;
-}
-
-/* --- emptying --- */
-
 /* Wakes the threads in serex_group_wait (the caller saw W != 0 when it
  * emptied the group, and holds a reference). */
 static void group_wake(serex_group *g)
@@ -362,37 +345,101 @@ static void group_wake(serex_group *g)
     serex__park_wake_all(&g->gen);
 }
 
+static void frame_push(struct group_frame *f, serex_group *g);
+static void frame_pop(struct group_frame *f);
+
+/*
+ * The poster: posts `due` batch by batch, in order, until it is empty,
+ * then clears POSTING, which may make the group empty: then it wakes the
+ * waiters, so that none returns before every notification due was handed
+ * out (its target's execute returned). The caller set POSTING and holds a
+ * reference. A notification run here (refused, or run inside its target's
+ * execute) that waits for @g would wait for itself: the frame makes that
+ * wait say SEREX_EDEADLK.
+ */
+static void group_post(serex_group *g)
+{
+    struct group_frame f;
+    uint64_t old = 0;
+
+    frame_push(&f, g);
+    for (;;) {
+        struct note *n;
+
+        serex__spin_lock(&g->lock);
+        n = g->due;
+        g->due = NULL;
+        g->due_tail = &g->due;
+        if (n == NULL)
+            /* release: the posts (our calls into the targets) happen
+             * before the return of a wait that sees the group empty
+             * (its acquire load reads this RMW or a later one of its
+             * release sequence) */
+            old = atomic_fetch_and_explicit(&g->state, ~POSTING,
+                                            memory_order_release);
+        serex__spin_unlock(&g->lock);
+        if (n == NULL)
+            break;
+        while (n != NULL) {
+            struct note *next = n->next; /* n may be gone once posted */
+
+            note_post(n);
+            n = next;
+        }
+    }
+    frame_pop(&f);
+    SEREX_ASSERT(old & POSTING);
+    /* Empty now (no member, no tail on its way: NOTIFY clear): the
+     * waiters are ours to wake. Else the emptier of the open period, or
+     * the tail on its way, sees them. */
+    if (MEMBERS(old) == 0 && !(old & NOTIFY) && STATE_WAITERS(old) != 0)
+        group_wake(g);
+}
+
+/* Moves `list` to the end of `due` (under the lock). */
+static void notes_due(serex_group *g)
+{
+    if (g->list != NULL) {
+        *g->due_tail = g->list;
+        g->due_tail = g->list_tail;
+        g->list = NULL;
+        g->list_tail = &g->list;
+    }
+}
+
+/* --- emptying --- */
+
 /*
  * The notify tail of an emptier that saw NOTIFY (it holds its period's
  * reference): if the group is still without members, the notifications
- * registered so far are due; clearing NOTIFY makes the group empty.
+ * registered so far are due. One CAS clears NOTIFY and sets POSTING, so
+ * the group does not look empty until they are handed out: the poster
+ * (we, or a thread already posting) clears POSTING and wakes the waiters.
  */
 static void group_tail(serex_group *g)
 {
-    bool emptied = false, post = false;
+    bool post = false;
     uint64_t v;
 
     serex__spin_lock(&g->lock);
-    /* relaxed: a first guess; NOTIFY cannot change while we hold the lock,
-     * and the CAS below re-reads A */
+    /* relaxed: a first guess; NOTIFY and POSTING cannot change while we
+     * hold the lock, and the CAS below re-reads A */
     v = atomic_load_explicit(&g->state, memory_order_relaxed);
     while (MEMBERS(v) == 0 && (v & NOTIFY)) {
         /* acq_rel: continues the leaves' release sequence (waiters'
          * acquire sees the tasks' writes through it); relaxed on failure:
          * we only look again */
-        if (atomic_compare_exchange_weak_explicit(&g->state, &v, v & ~NOTIFY,
-                                                  memory_order_acq_rel,
-                                                  memory_order_relaxed)) {
-            emptied = true;
-            post = notes_due(g);
+        if (atomic_compare_exchange_weak_explicit(
+                &g->state, &v, (v & ~NOTIFY) | POSTING, memory_order_acq_rel,
+                memory_order_relaxed)) {
+            notes_due(g);
+            post = !(v & POSTING); /* else that poster takes them */
             break;
         }
     }
     serex__spin_unlock(&g->lock);
     /* else: filled again (the new period's emptier will see NOTIFY), or
-     * another tail cleared NOTIFY and woke the waiters */
-    if (emptied && STATE_WAITERS(v) != 0)
-        group_wake(g);
+     * another tail took the list */
     if (post)
         group_post(g);
 }
@@ -402,8 +449,8 @@ static void group_emptied(serex_group *g, uint64_t old)
 {
     if (old & NOTIFY)
         group_tail(g);
-    else if (STATE_WAITERS(old) != 0)
-        group_wake(g);
+    else if (STATE_WAITERS(old) != 0 && !(old & POSTING))
+        group_wake(g); /* else the poster wakes them when it is done */
     group_unref(g); /* the period's: our last touch of the group */
 }
 
@@ -823,9 +870,21 @@ int serex_group_notify(serex_group *g, serex_executor *target, serex_fn fn,
      * what we post (pairs with the leaves' releases) */
     v = atomic_load_explicit(&g->state, memory_order_acquire);
     for (;;) {
-        if (state_empty(v)) {
-            now = true;
-            break;
+        if (MEMBERS(v) == 0 && !(v & NOTIFY)) {
+            now = true; /* empty, or only handing out: due now */
+            if (v & POSTING)
+                break; /* that poster posts it, after the ones before */
+            /* ours to post: POSTING (the group is not empty to wait
+             * until it is handed out) and a reference (a notification run
+             * here may destroy the group), in one CAS that sees A == 0.
+             * acq_rel: as the load; acquire on failure, as the load */
+            if (atomic_compare_exchange_weak_explicit(
+                    &g->state, &v, v + R_UNIT + POSTING, memory_order_acq_rel,
+                    memory_order_acquire)) {
+                post = true;
+                break;
+            }
+            continue;
         }
         if (v & NOTIFY)
             break; /* list not empty: its emptier will see NOTIFY */
@@ -837,17 +896,12 @@ int serex_group_notify(serex_group *g, serex_executor *target, serex_fn fn,
                                                   memory_order_acquire))
             break;
     }
-    if (now) {
+    if (now)
         note_append(&g->due_tail, n);
-        post = notes_due(g);
-        if (post) /* relaxed: we hold the caller's handle; ordered
-                     before its drop by our own program order */
-            atomic_fetch_add_explicit(&g->state, R_UNIT, memory_order_relaxed);
-    } else {
+    else
         note_append(&g->list_tail, n);
-    }
     serex__spin_unlock(&g->lock);
-    if (post) { /* a notification run here may destroy the group */
+    if (post) {
         group_post(g);
         group_unref(g);
     }
@@ -884,4 +938,5 @@ void serex__group_counts(serex_group *g, struct serex__group_counts *out)
     out->refs = REFS(v);
     out->waiters = STATE_WAITERS(v);
     out->notify = (v & NOTIFY) != 0;
+    out->posting = (v & POSTING) != 0;
 }

@@ -16,6 +16,7 @@ struct serex__group_counts {
     uint64_t refs;        /* references on the memory (see group.c) */
     uint64_t waiters;     /* threads counted in serex_group_wait */
     bool notify;          /* notifications wait for the group to empty */
+    bool posting;         /* a thread is handing out notifications due */
 };
 
 /* The counters of @g now. */

@@ -599,7 +599,8 @@ static void group_notify_refused_by_target_runs_on_the_emptying_thread(
         serex_group_notify(f->g, f->manual2, note_checks_empty, &f->items[1]),
         SEREX_OK);
     assert_int_equal(f->nlog, 1);
-    assert_int_equal(f->waits[2], SEREX_OK);
+    /* inside its own handing out: a wait would wait for itself */
+    assert_int_equal(f->waits[2], SEREX_EDEADLK);
 
     /* busy: runs inside the run of the task that empties the group */
     assert_int_equal(
@@ -616,7 +617,7 @@ static void group_notify_refused_by_target_runs_on_the_emptying_thread(
     assert_int_equal(f->log[1], 2);
     assert_int_equal(f->log[2], 3); /* in order, inline */
     assert_int_equal(f->log[3], 4);
-    assert_int_equal(f->waits[2], SEREX_OK); /* empty inside it */
+    assert_int_equal(f->waits[2], SEREX_EDEADLK); /* still handing out */
     /* and by a leave */
     serex_group_enter(f->g);
     assert_int_equal(
@@ -624,6 +625,15 @@ static void group_notify_refused_by_target_runs_on_the_emptying_thread(
     serex_group_leave(f->g);
     assert_int_equal(f->nlog, 5);
     assert_int_equal(f->log[4], 5);
+
+    /* run on its target, once handed out, it sees the group empty */
+    assert_int_equal(
+        serex_group_notify(f->g, f->manual, note_checks_empty, &f->items[6]),
+        SEREX_OK);
+    f->waits[2] = -100;
+    assert_true(serex_manual_run_one(f->manual));
+    assert_int_equal(f->waits[2], SEREX_OK);
+    assert_false(counts_of(f->g).posting);
 }
 
 /* A notification (run inline: its target refuses) that registers
@@ -729,6 +739,140 @@ static void group_notification_may_destroy_the_group(void **state)
             SEREX_OK);
         assert_signalled(f->done);
     }
+}
+
+/*
+ * A notification target the test frees as soon as serex_group_wait
+ * returns, as group.h allows: a user-written executor whose execute keeps
+ * the notification, then lingers a while and writes to itself again before
+ * it returns (the window in which a wait that returned early lets the
+ * test free it: a use after free under ASan, and `in_execute` still set in
+ * every build).
+ */
+struct lingering_target {
+    serex_executor base; /* first member, as the vtable requires */
+    serex_fn fn;
+    void *arg;
+    atomic_int in_execute; /* inside execute: it still uses its memory */
+    atomic_int posted;     /* executes that returned */
+};
+
+#define LINGER_NS (30 * MS)
+
+static int lingering_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct lingering_target *t = (struct lingering_target *)(void *)ex;
+
+    atomic_store(&t->in_execute, 1);
+    t->fn = fn;
+    t->arg = arg;
+    test_sleep_ns(LINGER_NS);
+    atomic_fetch_add(&t->posted, 1); /* freed memory, if wait did not wait */
+    atomic_store(&t->in_execute, 0);
+    return SEREX_OK;
+}
+
+static void lingering_shutdown(serex_executor *ex)
+{
+    (void)ex;
+}
+
+static size_t lingering_shutdown_now(serex_executor *ex,
+                                     serex_pending_fn on_pending, void *ctx)
+{
+    (void)ex;
+    (void)on_pending;
+    (void)ctx;
+    return 0;
+}
+
+static int lingering_await(serex_executor *ex, int64_t timeout_ns)
+{
+    (void)ex;
+    (void)timeout_ns;
+    return SEREX_OK;
+}
+
+static void lingering_destroy(serex_executor *ex)
+{
+    (void)ex;
+}
+
+static const serex_executor_ops lingering_ops = {
+    .execute = lingering_execute,
+    .shutdown = lingering_shutdown,
+    .shutdown_now = lingering_shutdown_now,
+    .await_termination = lingering_await,
+    .destroy = lingering_destroy,
+};
+
+/* A thread that ends the group's last member, or registers a notification
+ * on the empty group: either way it hands the notification out. */
+struct poster {
+    struct fixture *f;
+    struct lingering_target *t;
+    int round;
+    serex__thread thread;
+};
+
+static int poster_main(void *arg)
+{
+    struct poster *p = arg;
+
+    /* rounds 0 and 1 end the last member, round 2 registers on the empty
+     * group: either way, this thread posts */
+    if (p->round < 2)
+        serex_group_leave(p->f->g);
+    else
+        (void)serex_group_notify(p->f->g, &p->t->base, log_task,
+                                 &p->f->items[p->round]);
+    return 0;
+}
+
+static void group_wait_returns_after_the_notifications_are_handed_out(
+    void **state)
+{
+    struct fixture *f = *state;
+
+    /* round 0: a waiter asleep when the group empties; 1: one that comes
+     * while the emptier hands the notification out; 2: one that comes
+     * while serex_group_notify on the empty group hands it out */
+    for (int round = 0; round < 3; round++) {
+        struct lingering_target *t = calloc(1, sizeof *t);
+        struct poster p = {.f = f, .t = t, .round = round};
+        int in_execute, posted;
+        serex_fn fn;
+        void *arg;
+
+        assert_non_null(t);
+        t->base.ops = &lingering_ops;
+        if (round < 2) {
+            serex_group_enter(f->g);
+            assert_int_equal(
+                serex_group_notify(f->g, &t->base, log_task, &f->items[round]),
+                SEREX_OK);
+        }
+        assert_int_equal(serex__thread_start(&p.thread, poster_main, &p),
+                         SEREX_OK);
+        if (round > 0) /* the poster is inside execute by now */
+            test_sleep_ns(LINGER_NS / 3);
+        assert_int_equal(serex_group_wait(f->g, TEST_TIMEOUT), SEREX_OK);
+        in_execute = atomic_load(&t->in_execute);
+        posted = atomic_load(&t->posted);
+        fn = t->fn;
+        arg = t->arg;
+        free(t); /* the notify target is the user's to destroy now */
+        serex__thread_join(p.thread); /* ASan: no write to t after this */
+        /* handed out: the target's execute had returned */
+        assert_int_equal(in_execute, 0);
+        assert_int_equal(posted, 1);
+        fn(arg); /* the notification (its block is serex's to free) */
+        assert_int_equal(f->nlog, round + 1);
+        assert_int_equal(f->log[round], round);
+    }
+    assert_false(counts_of(f->g).notify);
+    assert_false(counts_of(f->g).posting);
+    assert_int_equal(counts_of(f->g).refs, 0);
 }
 
 /* --- cancel --- */
@@ -1274,6 +1418,7 @@ int main(void)
         T(group_notification_registered_while_posting_keeps_order),
         T(group_notify_taken_back_by_target_runs_where_it_is),
         T(group_notification_may_destroy_the_group),
+        T(group_wait_returns_after_the_notifications_are_handed_out),
         T(group_cancel_counts_exactly_and_skips_unstarted_tasks),
         T(group_cancel_lets_running_tasks_finish),
         T(group_cancelled_tasks_dropped_never_reach_on_pending),

@@ -133,16 +133,21 @@ SEREX_API void serex_group_leave(serex_group *g);
  * serex_group_wait - wait until @g is empty.
  *
  * Returns once the calling thread sees @g with no member and every
- * notification due handed out: if tasks keep joining, a wait may miss a
- * moment when it was empty and go on waiting. Tasks cancelled by
- * serex_group_cancel stay members until their executor reaches (skips)
- * or drops their queue slot.
+ * notification due handed out (its target's execute returned, or, refused,
+ * it ran): the caller may then destroy a notify target. If tasks keep
+ * joining, a wait may miss a moment when it was empty and go on waiting.
+ * Tasks cancelled by serex_group_cancel stay members until their executor
+ * reaches (skips) or drops their queue slot. An empty group counts its
+ * members only: the executor that ran the last one (a serial's drain, a
+ * pool worker) may still be on its way out (docs/group.md).
  * Returns:   SEREX_OK (the group is empty; every write of its tasks, and
  *            of the work between each enter and its leave, is visible to
  *            the caller); SEREX_ETIMEDOUT; SEREX_EDEADLK at once, whatever
- *            the timeout, when called from a task of @g, or from what a
+ *            the timeout, when called from a task of @g, from what a
  *            dropped task of @g calls (an on_pending, a future's
- *            continuation): it would wait for itself. A task of a serial
+ *            continuation), or from a notification of @g run by the thread
+ *            handing it out (its target refused it, or runs it inside
+ *            execute): it would wait for itself. A task of a serial
  *            that runs other tasks of @g behind the caller is not
  *            detected. SEREX_EINVAL for NULL or a timeout below
  *            SEREX_FOREVER. A timeout of 0 only looks.
@@ -154,14 +159,16 @@ SEREX_API int serex_group_wait(serex_group *g, int64_t timeout_ns);
  * serex_group_notify - post fn(arg) to @target once, when @g is next
  * empty, without blocking anyone.
  *
- * If @g is empty now, fn(arg) is posted at once, from this call. Else the
- * thread that makes @g empty (the one whose task, leave or dropped task
- * ends its last member) posts it. Notifications are posted in the order
- * they were registered, each once, after the group's tasks' writes
- * (visible in fn). If @target refuses fn (it is shut down, say), or takes
- * it back or drops it later (shutdown_now, destroy), fn(arg) runs at once
- * on the thread that did so: the one that made @g empty, this one if @g
- * was empty, or the one inside shutdown_now or destroy; it never reaches
+ * If @g has no member now, fn(arg) is posted at once, from this call (or,
+ * when another thread is handing out notifications of @g at that moment,
+ * by that thread, after the ones before it). Else the thread that ends
+ * @g's last member (its task, leave or dropped task) posts it.
+ * Notifications are posted in the order they were registered, each once,
+ * after the group's tasks' writes (visible in fn); serex_group_wait
+ * returns only once the ones due were posted. If @target refuses fn (it
+ * is shut down, say), or takes it back or drops it later (shutdown_now,
+ * destroy), fn(arg) runs at once on the thread that did so: the one that
+ * posted it, or the one inside shutdown_now or destroy; it never reaches
  * an on_pending and is never lost (promise 2a, docs/contract.md, as a
  * future's continuations).
  * Returns:   SEREX_OK; SEREX_EINVAL if g, target, target's ops or fn is
