@@ -254,12 +254,18 @@ int serex__execute_wait(serex_executor *ex, int (*try_fn)(void *ctx), void *ctx,
 {
     int rc;
 
+    /* Before the first try, not after a SEREX_EFULL: the call that could
+     * wait for room that only its own return frees is refused every time,
+     * as libdispatch stops every dispatch_sync onto the current queue,
+     * not only when the target happens to be full (a path that passed
+     * every test would then fail in production, under load). Cheap for a
+     * producer thread: it has no frame. */
+    if (serex__frame_blocks(ex))
+        return SEREX_EDEADLK;
     room_signalled = false;
     rc = try_fn(ctx);
     if (rc != SEREX_EFULL)
         return rc;
-    if (serex__frame_blocks(ex))
-        return SEREX_EDEADLK; /* the room may come only once we return */
     if (timeout_ns == 0)
         return SEREX_ETIMEDOUT;
     return room_wait(try_fn, ctx, serex__deadline(timeout_ns));

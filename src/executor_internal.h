@@ -63,9 +63,9 @@ void serex__room_wake(void);
 /*
  * serex_execute_wait for any call that may say SEREX_EFULL: tries
  * @try_fn(@ctx) until it says something else or @timeout_ns (checked by
- * the caller) runs out (SEREX_ETIMEDOUT). SEREX_EDEADLK, instead of
- * waiting, when the calling thread runs a task of @ex or of what @ex runs
- * on (serex__frame_blocks).
+ * the caller) runs out (SEREX_ETIMEDOUT). SEREX_EDEADLK, before any try
+ * and whether or not @ex is full, when the calling thread runs a task of
+ * @ex or of what @ex runs on (serex__frame_blocks).
  */
 int serex__execute_wait(serex_executor *ex, int (*try_fn)(void *ctx), void *ctx,
                         int64_t timeout_ns);

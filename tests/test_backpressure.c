@@ -547,6 +547,105 @@ static void execute_wait_from_a_task_of_its_full_serial_is_edeadlk(void **state)
     assert_int_equal(ran_of(f), 1);
 }
 
+/*
+ * Inside a task of its target, with room: serex_execute_wait (or its
+ * striped twin) must refuse every time, not only when the target happens
+ * to be full (the call that can deadlock fails in every test, as
+ * libdispatch's dispatch_sync onto the current queue does). Four probes,
+ * timeouts 0 and TEST_TIMEOUT (never SEREX_FOREVER: a missed refusal on a
+ * full target fails the test instead of hanging it).
+ */
+#define SELF_PROBES 4
+
+struct self_probe {
+    struct fixture *f;
+    serex_executor *ex; /* serex_execute_wait on it, or ... */
+    serex_striped *st;  /* ... serex_striped_execute_wait on it */
+    uint64_t key;
+    serex_event *done; /* signalled at the end (the pool's probes) */
+    int rc[SELF_PROBES];
+};
+
+static void self_probe_task(void *arg)
+{
+    struct self_probe *p = arg;
+
+    for (int i = 0; i < SELF_PROBES; i++) {
+        int64_t timeout = i % 2 == 0 ? 0 : TEST_TIMEOUT;
+
+        if (p->ex != NULL)
+            p->rc[i] = serex_execute_wait(p->ex, count_task, &p->f->items[i],
+                                          timeout);
+        else /* keys p->key and another one */
+            p->rc[i] = serex_striped_execute_wait(
+                p->st, p->key + (uint64_t)(i / 2), count_task, &p->f->items[i],
+                timeout);
+    }
+    if (p->done != NULL)
+        serex_event_signal(p->done);
+}
+
+static void assert_refused_every_time(const struct self_probe *p)
+{
+    for (int i = 0; i < SELF_PROBES; i++)
+        assert_int_equal(p->rc[i], SEREX_EDEADLK);
+}
+
+static void execute_wait_from_a_task_of_its_target_with_room_is_edeadlk(
+    void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *s = make_serial(f, f->manual, 64, 1);
+    serex_striped *st = make_striped(f, f->manual, 64, 64);
+    struct self_probe on_serial = {.f = f, .ex = s};
+    struct self_probe on_manual = {.f = f, .ex = f->manual};
+    struct self_probe on_lane = {.f = f, .st = st, .key = 7};
+    struct self_probe on_keyless = {.f = f, .st = st, .key = 9};
+    struct self_probe on_pool = {.f = f, .done = f->done};
+    struct self_probe on_serial_over_pool = {.f = f, .done = f->done};
+    serex_serial_config cfg = {.queue_capacity = 64};
+    serex_executor *over_pool;
+
+    /* a bounded serial with 63 places free; its target, the manual
+     * executor (unbounded: its run calls are a task's frame too) */
+    assert_int_equal(serex_execute(s, self_probe_task, &on_serial), SEREX_OK);
+    assert_true(serex_manual_run_one(f->manual));
+    assert_refused_every_time(&on_serial);
+    assert_int_equal(stats_of(s).submitted, 1); /* nothing else queued */
+    assert_int_equal(serex_execute(f->manual, self_probe_task, &on_manual),
+                     SEREX_OK);
+    assert_true(serex_manual_run_one(f->manual));
+    assert_refused_every_time(&on_manual);
+
+    /* a striped's lane task and its keyless task, on the striped */
+    assert_int_equal(serex_striped_execute(st, 7, self_probe_task, &on_lane),
+                     SEREX_OK);
+    assert_int_equal(
+        serex_execute(serex_striped_executor(st), self_probe_task, &on_keyless),
+        SEREX_OK);
+    test_run_all(f->manual);
+    assert_refused_every_time(&on_lane);
+    assert_refused_every_time(&on_keyless);
+
+    /* a bounded pool's worker, on the pool and on a serial over it */
+    make_pool(f, 2, 64);
+    on_pool.ex = f->pool;
+    assert_int_equal(serex_serial_create(f->pool, &cfg, &over_pool), SEREX_OK);
+    on_serial_over_pool.ex = over_pool;
+    assert_int_equal(serex_execute(f->pool, self_probe_task, &on_pool),
+                     SEREX_OK);
+    assert_signalled(f->done);
+    assert_int_equal(
+        serex_execute(f->pool, self_probe_task, &on_serial_over_pool),
+        SEREX_OK);
+    assert_signalled(f->done);
+    assert_int_equal(serex_destroy(over_pool), SEREX_OK);
+    assert_refused_every_time(&on_pool);
+    assert_refused_every_time(&on_serial_over_pool);
+    test_run_all(f->manual);
+    assert_int_equal(ran_of(f), 0); /* no probe's task was queued */
+}
+
 static void execute_wait_retries_a_user_executor_after_sleeps(void **state)
 {
     struct fixture *f = *state;
@@ -750,6 +849,7 @@ int main(void)
         T(execute_wait_times_out_when_nobody_makes_room),
         T(execute_wait_with_timeout_0_tries_once),
         T(execute_wait_from_a_task_of_its_full_serial_is_edeadlk),
+        T(execute_wait_from_a_task_of_its_target_with_room_is_edeadlk),
         T(execute_wait_retries_a_user_executor_after_sleeps),
         T(execute_wait_bad_input_is_einval),
         T(execute_wait_ends_with_erejected_on_shutdown),

@@ -141,16 +141,20 @@ SEREX_API int serex_execute(serex_executor *ex, serex_fn fn, void *arg);
  * How it waits: serex's bounded executors (queue_capacity of a pool, a
  * serial or a striped; a striped's lane_capacity) signal each freed
  * place, and the caller sleeps until one is freed, with no polling; a
- * place that goes to another producer first sends it back to sleep. For an EFULL that no
- * signal follows (an executor you wrote, or a target that sends none),
- * it tries again after growing sleeps of at most 1 ms
+ * place that goes to another producer first sends it back to sleep. For
+ * an EFULL that no signal follows (an executor you wrote, or a target
+ * that sends none), it tries again after growing sleeps of at most 1 ms
  * (docs/backpressure.md).
  * Returns:   SEREX_OK; SEREX_ETIMEDOUT (still full when the time ran out;
- *            never SEREX_EFULL); SEREX_EDEADLK, at once, when @ex is full
- *            and the caller runs a task of @ex or of an executor @ex runs
- *            on (the room it waits for may be freed only once it returns;
- *            any timeout, 0 included); SEREX_EINVAL if ex, ex->ops or fn is
- *            NULL or timeout_ns is below SEREX_FOREVER; otherwise what
+ *            never SEREX_EFULL); SEREX_EDEADLK, at once and every time,
+ *            when the caller runs a task of @ex or of an executor @ex runs
+ *            on (a serial's target, say), whether @ex is full or has room,
+ *            with any timeout, 0 included: the room it could have to wait
+ *            for may be freed only once the caller returns, so the call is
+ *            refused before any try, as libdispatch refuses dispatch_sync
+ *            onto the current queue (from a task, use serex_execute and
+ *            handle SEREX_EFULL); SEREX_EINVAL if ex, ex->ops or fn is NULL
+ *            or timeout_ns is below SEREX_FOREVER; otherwise what
  *            serex_execute said (SEREX_EREJECTED, SEREX_ENOMEM, ...). On
  *            any error nothing was queued.
  * Ownership: as serex_execute: on SEREX_OK, arg passes to the task.
@@ -179,7 +183,13 @@ SEREX_API void serex_shutdown(serex_executor *ex);
  * executor hands them back: serex's own operations (a timer's run, a
  * serial's or a striped lane's drain, a channel continuation, ...) end
  * through their own hook instead (promise 2a, docs/contract.md).
- * Returns:   the number of tasks taken back (futures' included); 0 for NULL.
+ * Returns:   the number of tasks taken back; 0 for NULL. It counts every
+ *            queued entry taken back, also those on_pending never sees:
+ *            futures' tasks (cancelled) and serex's own operations queued
+ *            on @ex (a future's continuation, a group's cancelled task or
+ *            its notification, a channel's continuation, a wrapper's
+ *            drain, a timer's run), so it may exceed the number of
+ *            on_pending calls. Count those calls to know what came back.
  * Threads:   any thread, a task of @ex included.
  */
 SEREX_API size_t serex_shutdown_now(serex_executor *ex,
@@ -231,7 +241,8 @@ typedef struct serex_stats {
                            scheduled) */
     uint64_t completed; /* of those, run to the end (scheduler: timers
                            done: ran, cancelled, handed back or refused) */
-    uint64_t rejected;  /* execute calls refused (shut down, full); the
+    uint64_t rejected;  /* execute calls that did not return SEREX_OK
+                           (shut down, full, out of memory); the
                            scheduler: due runs its targets refused */
     uint64_t queued;    /* accepted, not finished yet (waiting, or running
                            for serial and striped) */
