@@ -10,6 +10,7 @@
 
 #include "alloc_internal.h"
 #include "common_internal.h"
+#include "spinlock_internal.h"
 #include "thread_internal.h"
 
 /*
@@ -22,10 +23,20 @@
 static _Atomic unsigned long fail_at;
 static _Atomic unsigned long alloc_count;
 
+#ifndef NDEBUG
+SEREX__THREAD_LOCAL unsigned serex__spin_held;
+#endif
+/* Allocations made while the calling thread held a spinlock (Debug). */
+static _Atomic unsigned long under_spin;
+
 static int alloc_should_fail(void)
 {
     unsigned long n, at = atomic_load_explicit(&fail_at, memory_order_relaxed);
 
+#ifndef NDEBUG
+    if (serex__unlikely(serex__spin_held != 0)) /* relaxed: a count */
+        atomic_fetch_add_explicit(&under_spin, 1, memory_order_relaxed);
+#endif
     n = atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed) + 1;
     if (serex__likely(at == 0) || n != at)
         return 0;
@@ -72,4 +83,10 @@ unsigned long serex__alloc_fail_nth(unsigned long n)
 
     atomic_store_explicit(&fail_at, n, memory_order_relaxed);
     return made;
+}
+
+unsigned long serex__alloc_spin_count(void)
+{
+    /* relaxed: a count read once the test's operations are done */
+    return atomic_exchange_explicit(&under_spin, 0, memory_order_relaxed);
 }

@@ -28,5 +28,11 @@ void serex__free(void *p);
  * allocations an operation makes and then fail each in turn.
  */
 unsigned long serex__alloc_fail_nth(unsigned long n);
+/*
+ * Test hook: allocations made, by any thread, while that thread held a
+ * serex spinlock, since the last call (and resets the count). Counted in
+ * Debug builds only: without NDEBUG; always 0 with it.
+ */
+unsigned long serex__alloc_spin_count(void);
 
 #endif /* SEREX_ALLOC_INTERNAL_H */

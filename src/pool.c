@@ -186,30 +186,65 @@ static struct ring_slot *ring_alloc(uint64_t slots)
                                 slots * sizeof(struct ring_slot));
 }
 
+/*
+ * A bigger ring for a full one (the ring's, or a level's), allocated with
+ * no lock held: a push that finds no room says RING_NEED_ROOM and how many
+ * slots it wants; its caller lets the lock go, allocates, takes the lock
+ * again and pushes once more, and the push swaps the spare in if it is
+ * still the size wanted (else it asks again). The replaced ring is freed
+ * after the lock is let go too. A spinlock is then held only for the copy
+ * of the live slots, never across the allocator.
+ */
+#define RING_NEED_ROOM 1 /* not a status: the push wants sp->slots slots */
+
+struct ring_spare {
+    struct ring_slot *ring; /* NULL, or sp->slots slots allocated unlocked */
+    uint64_t slots;
+    struct ring_slot *old;  /* replaced under the lock, freed after it */
+    bool nomem;             /* the spare's allocation failed */
+};
+
 /* Copies the live slots [head, tail) into @to, of mask @to_mask. Both
- * locks held. */
-static void ring_move(struct pool *p, struct ring_slot *to, uint64_t to_mask)
+ * locks held. Returns the old ring, for the caller to free unlocked. */
+static struct ring_slot *ring_move(struct pool *p, struct ring_slot *to,
+                                   uint64_t to_mask)
 {
     /* relaxed: head changes under take_lock, which we hold */
     uint64_t h = atomic_load_explicit(&p->head, memory_order_relaxed);
+    struct ring_slot *old = p->ring;
 
     for (uint64_t i = h; i != p->put_tail; i++)
         to[i & to_mask] = p->ring[i & p->mask];
-    serex__free(p->ring);
     p->ring = to;
     p->mask = to_mask;
+    return old;
 }
 
-/* The ring is full: double it. Under put_lock. */
-static int ring_grow(struct pool *p)
+/* The spare, if it has @slots slots: taken (true). Else asks for them. */
+static bool spare_take(struct ring_spare *sp, uint64_t slots,
+                       struct ring_slot **out)
+{
+    if (sp->ring == NULL || sp->slots != slots) {
+        sp->slots = slots;
+        return false;
+    }
+    *out = sp->ring;
+    sp->ring = NULL;
+    return true;
+}
+
+/* The ring is full: double it with the spare. Under put_lock. */
+static int ring_grow(struct pool *p, struct ring_spare *sp)
 {
     uint64_t slots = (p->mask + 1) * 2;
-    struct ring_slot *bigger = slots > p->mask + 1 ? ring_alloc(slots) : NULL;
+    struct ring_slot *bigger;
 
-    if (bigger == NULL)
-        return SEREX_ENOMEM;
+    if (slots <= p->mask + 1)
+        return SEREX_ENOMEM; /* no bigger ring can be counted */
+    if (!spare_take(sp, slots, &bigger))
+        return RING_NEED_ROOM;
     serex__spin_lock(&p->take_lock);
-    ring_move(p, bigger, slots - 1);
+    sp->old = ring_move(p, bigger, slots - 1);
     serex__spin_unlock(&p->take_lock);
     /* relaxed: a hint, re-checked under both locks */
     atomic_store_explicit(&p->ring_grown, 1, memory_order_relaxed);
@@ -217,7 +252,7 @@ static int ring_grow(struct pool *p)
 }
 
 /* The stale head says no room: look again, then grow or say EFULL. */
-static int ring_make_room(struct pool *p)
+static int ring_make_room(struct pool *p, struct ring_spare *sp)
 {
     uint64_t used;
 
@@ -232,18 +267,19 @@ static int ring_make_room(struct pool *p)
         return SEREX_EFULL;
     }
     if (used > p->mask)
-        return ring_grow(p);
+        return ring_grow(p, sp);
     return SEREX_OK;
 }
 
-/* Appends a task. Under put_lock. */
-static int ring_push(struct pool *p, serex_fn fn, void *arg)
+/* Appends a task. Under put_lock. RING_NEED_ROOM: see ring_spare. */
+static int ring_push(struct pool *p, serex_fn fn, void *arg,
+                     struct ring_spare *sp)
 {
     uint64_t t = p->put_tail, used = t - p->head_seen;
 
     if (serex__unlikely(used > p->mask ||
                         (p->capacity != 0 && used >= p->capacity))) {
-        int rc = ring_make_room(p);
+        int rc = ring_make_room(p, sp);
 
         if (rc != SEREX_OK)
             return rc;
@@ -486,8 +522,7 @@ void serex__pool_ring_try_shrink(struct pool *p)
     /* relaxed: shutdown_now sets STOP before taking these locks */
     if (p->mask + 1 > RING_MIN && !queue_nonempty(p) &&
         !(atomic_load_explicit(&p->state, memory_order_relaxed) & ST_STOP)) {
-        ring_move(p, small, RING_MIN - 1);
-        small = NULL;
+        small = ring_move(p, small, RING_MIN - 1); /* the big one: freed */
         /* relaxed: a hint for the next shrink, under both locks */
         atomic_store_explicit(&p->ring_grown, 0, memory_order_relaxed);
     }
@@ -503,26 +538,29 @@ static struct level *level_of(serex_executor *ex)
     return serex__container_of(ex, struct level, face);
 }
 
-/* Makes the level's first ring, or doubles a full one. Under its lock. */
-static int level_grow(struct level *lv, uint64_t h, uint64_t t)
+/* Makes the level's first ring, or doubles a full one, with the spare
+ * (ring_spare). Under its lock. */
+static int level_grow(struct level *lv, uint64_t h, uint64_t t,
+                      struct ring_spare *sp)
 {
     uint64_t slots = lv->ring == NULL ? LEVEL_RING_MIN : (lv->mask + 1) * 2;
-    struct ring_slot *bigger = NULL;
+    struct ring_slot *bigger;
 
-    if (lv->ring == NULL || slots > lv->mask + 1)
-        bigger = ring_alloc(slots);
-    if (bigger == NULL)
-        return SEREX_ENOMEM;
+    if (lv->ring != NULL && slots <= lv->mask + 1)
+        return SEREX_ENOMEM; /* no bigger ring can be counted */
+    if (!spare_take(sp, slots, &bigger))
+        return RING_NEED_ROOM;
     for (uint64_t i = h; i != t; i++) /* none when there was no ring */
         bigger[i & (slots - 1)] = lv->ring[i & lv->mask];
-    serex__free(lv->ring);
+    sp->old = lv->ring;
     lv->ring = bigger;
     lv->mask = slots - 1;
     return SEREX_OK;
 }
 
 /* Appends a task. Under the level's lock. */
-static int level_push(struct pool *p, struct level *lv, serex_fn fn, void *arg)
+static int level_push(struct pool *p, struct level *lv, serex_fn fn, void *arg,
+                      struct ring_spare *sp)
 {
     /* seq_cst: the look a waiter for room makes after it counts itself
      * (serex_execute_wait's handshake, executor.c); else the lock orders */
@@ -535,7 +573,7 @@ static int level_push(struct pool *p, struct level *lv, serex_fn fn, void *arg)
         return SEREX_EFULL;
     }
     if (lv->ring == NULL || t - h > lv->mask) {
-        int rc = level_grow(lv, h, t);
+        int rc = level_grow(lv, h, t, sp);
 
         if (rc != SEREX_OK)
             return rc;
@@ -994,29 +1032,108 @@ static void pool_quiesce_producers(struct pool *p)
     }
 }
 
-static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
+/* One push: through a level's face, or (lv NULL) onto the ring. */
+struct push {
+    struct pool *p;
+    struct level *lv;
+    serex_fn fn;
+    void *arg;
+    enum wake_need w; /* the wake-up it owes, with a hold (pool_published) */
+};
+
+/* A try that still wanted room after the spare's allocation failed. */
+static int push_nomem(int rc, const struct ring_spare *sp)
 {
-    struct pool *p = pool_of(ex);
-    enum wake_need w = WAKE_NONE;
+    return rc == RING_NEED_ROOM && sp->nomem ? SEREX_ENOMEM : rc;
+}
+
+/* One try onto the ring, under put_lock. */
+static int push_ring(struct push *u, struct ring_spare *sp)
+{
+    struct pool *p = u->p;
     int rc = SEREX_EREJECTED;
 
-    if (serex__unlikely(serex__forked_since(p->gen)))
-        return SEREX_EREJECTED; /* a child: our threads are not here */
     serex__spin_lock(&p->put_lock);
     /* relaxed: put_lock orders the flag against the pushes (see essay) */
     if (serex__likely(!(atomic_load_explicit(&p->state, memory_order_relaxed) &
                         ST_SHUTDOWN)))
-        rc = ring_push(p, fn, arg);
+        rc = push_nomem(ring_push(p, u->fn, u->arg, sp), sp);
     if (serex__likely(rc == SEREX_OK))
-        w = pool_published(p);
-    else
+        u->w = pool_published(p);
+    else if (rc != RING_NEED_ROOM)
         p->rejected++;
     serex__spin_unlock(&p->put_lock);
+    return rc;
+}
+
+/* One try onto a level, under its lock. */
+static int push_level(struct push *u, struct ring_spare *sp)
+{
+    struct level *lv = u->lv;
+    int rc = SEREX_EREJECTED;
+
+    serex__spin_lock(&lv->lock);
+    /* relaxed: the level's lock orders the flag against the pushes, as
+     * put_lock does for the ring (see the essay) */
+    if (!(atomic_load_explicit(&u->p->state, memory_order_relaxed) &
+          ST_SHUTDOWN))
+        rc = push_nomem(level_push(u->p, lv, u->fn, u->arg, sp), sp);
+    if (rc == SEREX_OK)
+        u->w = pool_published(u->p);
+    else if (rc != RING_NEED_ROOM)
+        lv->rejected++;
+    serex__spin_unlock(&lv->lock);
+    return rc;
+}
+
+static int push_try(struct push *u, struct ring_spare *sp)
+{
+    return u->lv == NULL ? push_ring(u, sp) : push_level(u, sp);
+}
+
+/*
+ * A push that wanted a bigger ring: allocate it with no lock held and try
+ * again (ring_spare), until the push says something else; a failed
+ * allocation makes the next try that still wants room say SEREX_ENOMEM.
+ */
+static int push_with_spare(struct push *u, struct ring_spare *sp)
+{
+    int rc;
+
+    do {
+        serex__free(sp->ring); /* a spare of a size no longer wanted */
+        sp->ring = ring_alloc(sp->slots);
+        sp->nomem = sp->ring == NULL;
+        rc = push_try(u, sp);
+    } while (rc == RING_NEED_ROOM);
+    serex__free(sp->ring);
+    serex__free(sp->old);
+    return rc;
+}
+
+/* pool_execute and a face's: push, then the wake-up it owes, if any. */
+static int pool_push(struct push *u)
+{
+    struct ring_spare sp = {NULL, 0, NULL, false};
+    int rc;
+
+    if (serex__unlikely(serex__forked_since(u->p->gen)))
+        return SEREX_EREJECTED; /* a child: our threads are not here */
+    rc = push_try(u, &sp);
+    if (serex__unlikely(rc == RING_NEED_ROOM))
+        rc = push_with_spare(u, &sp);
     /* Nothing below touches the pool unless a worker must be woken: then
      * the hold keeps it (see the essay: Destroy). */
-    if (serex__unlikely(w != WAKE_NONE))
-        pool_wake_held(p, w);
+    if (serex__unlikely(u->w != WAKE_NONE))
+        pool_wake_held(u->p, u->w);
     return rc;
+}
+
+static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct push u = {pool_of(ex), NULL, fn, arg, WAKE_NONE};
+
+    return pool_push(&u);
 }
 
 static void pool_wake_all(struct pool *p)
@@ -1251,25 +1368,9 @@ static const struct serex__exec_class pool_class = {
 static int pool_face_execute(serex_executor *ex, serex_fn fn, void *arg)
 {
     struct level *lv = level_of(ex);
-    struct pool *p = lv->p;
-    enum wake_need w = WAKE_NONE;
-    int rc = SEREX_EREJECTED;
+    struct push u = {lv->p, lv, fn, arg, WAKE_NONE};
 
-    if (serex__unlikely(serex__forked_since(p->gen)))
-        return SEREX_EREJECTED; /* a child: our threads are not here */
-    serex__spin_lock(&lv->lock);
-    /* relaxed: the level's lock orders the flag against the pushes, as
-     * put_lock does for the ring (see the essay) */
-    if (!(atomic_load_explicit(&p->state, memory_order_relaxed) & ST_SHUTDOWN))
-        rc = level_push(p, lv, fn, arg);
-    if (rc == SEREX_OK)
-        w = pool_published(p);
-    else
-        lv->rejected++;
-    serex__spin_unlock(&lv->lock);
-    if (w != WAKE_NONE) /* as in pool_execute */
-        pool_wake_held(p, w);
-    return rc;
+    return pool_push(&u);
 }
 
 /* The rest of a face's life is its pool's. */

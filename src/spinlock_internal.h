@@ -11,9 +11,24 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "common_internal.h"
 #include "thread_internal.h"
 
 typedef _Atomic uint32_t serex__spinlock; /* 0: free; zero-initialise */
+
+/*
+ * Debug builds count the spinlocks the calling thread holds, so that
+ * alloc.c can count allocations made under one (serex__alloc_spin_count):
+ * a spinlock is for a few instructions, never for the allocator, whose
+ * lock a preempted holder would make every spinner wait on. Release
+ * builds (NDEBUG) pay nothing.
+ */
+#ifndef NDEBUG
+extern SEREX__THREAD_LOCAL unsigned serex__spin_held;
+#  define SEREX__SPIN_HELD(d) ((void)(serex__spin_held += (unsigned)(d)))
+#else
+#  define SEREX__SPIN_HELD(d) ((void)0)
+#endif
 
 static inline void serex__spin_lock(serex__spinlock *l)
 {
@@ -30,10 +45,12 @@ static inline void serex__spin_lock(serex__spinlock *l)
             /* relaxed: only waits for a chance; the exchange orders */
         } while (atomic_load_explicit(l, memory_order_relaxed) != 0);
     }
+    SEREX__SPIN_HELD(1);
 }
 
 static inline void serex__spin_unlock(serex__spinlock *l)
 {
+    SEREX__SPIN_HELD(-1);
     /* release: publishes the critical section to the next holder */
     atomic_store_explicit(l, 0, memory_order_release);
 }

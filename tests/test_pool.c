@@ -589,6 +589,35 @@ static void pool_shutdown_now_with_batches_hands_back_in_order(void **state)
     }
 }
 
+/*
+ * A full ring (and a full level) grows with the allocation made under no
+ * spinlock: allocate, lock, re-check, swap (a preempted allocator under a
+ * spinlock stalls every producer spinning on it). Debug builds count the
+ * allocations made under a serex spinlock (serex__alloc_spin_count).
+ */
+static void pool_queue_growth_allocates_under_no_spinlock(void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *high;
+    const long n = 3 * SEREX__POOL_RING_MIN, nh = 100;
+
+#ifdef NDEBUG
+    skip(); /* the count is kept in Debug builds only */
+#endif
+    make_pool(f, 1, 0);
+    occupy_worker(f);
+    high = serex_pool_executor_at(f->pool, SEREX_POOL_PRIORITY_HIGH);
+    (void)serex__alloc_spin_count();
+    set_target(f, n + nh);
+    for (long i = 0; i < n; i++)
+        assert_int_equal(serex_execute(f->pool, count_task, f), SEREX_OK);
+    for (long i = 0; i < nh; i++)
+        assert_int_equal(serex_execute(high, count_task, f), SEREX_OK);
+    assert_int_equal(serex__alloc_spin_count(), 0);
+    serex_event_signal(f->block.release);
+    assert_signalled(f->done);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -608,6 +637,7 @@ int main(void)
         T(pool_create_allocation_failure_is_enomem),
         T(pool_execute_allocation_failure_is_enomem),
         T(pool_steady_state_allocates_nothing),
+        T(pool_queue_growth_allocates_under_no_spinlock),
         T(pool_parked_workers_never_miss_a_wake_up),
         T(pool_blocked_task_does_not_strand_the_tasks_behind_it),
         T(pool_shutdown_now_with_batches_hands_back_in_order),
