@@ -60,7 +60,7 @@ configs=(
     "2p2t-b2-shut-await;pass;safety;-DNPROD=2 -DNTASK=2 -DBATCH=2 -DSTOPPER=2 -DAWAITER=1"
     "3p1t-b1-now-await;pass;safety;-DNPROD=3 -DNTASK=1 -DBATCH=1 -DSTOPPER=1 -DAWAITER=1"
     "3p1t-b2-refuse-await;pass;safety;-DNPROD=3 -DNTASK=1 -DBATCH=2 -DSTOPPER=2 -DAWAITER=1 -DREFUSE=1"
-    "2p1t-b1-all-live;pass;liveness;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=1 -DREFUSE=1 -DTSHUT=1 -DTSTOP=1 -DAWAITER=1"
+    "2p1t-b1-all-live;pass;liveness;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=1 -DREFUSE=1 -DNFULL=2 -DTSHUT=1 -DTSTOP=1 -DAWAITER=1"
     "fix-await-order;pass;safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=2 -DAWAITER=1"
     "fix-batch-per-visit;pass;safety;-DNPROD=2 -DNTASK=2 -DBATCH=2 -DSTOPPER=0"
     "2p2t-b2-cap2-now;pass;safety;-DNPROD=2 -DNTASK=2 -DBATCH=2 -DSTOPPER=1 -DCAP=2"
@@ -70,13 +70,20 @@ configs=(
     "2p1t-b2-cap1-wait-shut-await;pass;safety;-DNPROD=2 -DNTASK=1 -DBATCH=2 -DSTOPPER=2 -DAWAITER=1 -DCAP=1 -DWAITER=1"
     "1p2t-b2-cap1-wait-target-now;pass;safety;-DNPROD=1 -DNTASK=2 -DBATCH=2 -DSTOPPER=1 -DREFUSE=1 -DTSHUT=1 -DTSTOP=1 -DCAP=1 -DWAITER=1"
     "2p1t-b1-cap2-wait-keep;pass;safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=0 -DCAP=2 -DWAITER=1"
-    "1p1t-b1-cap1-wait-live;pass;liveness;-DNPROD=1 -DNTASK=1 -DBATCH=1 -DSTOPPER=1 -DREFUSE=1 -DTSHUT=1 -DTSTOP=1 -DCAP=1 -DWAITER=1"
+    "1p1t-b1-cap1-wait-live;pass;liveness;-DNPROD=1 -DNTASK=1 -DBATCH=1 -DSTOPPER=1 -DREFUSE=1 -DNFULL=2 -DTSHUT=1 -DTSTOP=1 -DCAP=1 -DWAITER=1"
+    "2p2t-b1-full-keep;pass;safety;-DNPROD=2 -DNTASK=2 -DBATCH=1 -DSTOPPER=0 -DREFUSE=1"
+    "3p1t-b1-full-shut-await;pass;safety;-DNPROD=3 -DNTASK=1 -DBATCH=1 -DSTOPPER=2 -DAWAITER=1 -DREFUSE=1 -DTSHUT=1"
+    "2p1t-b1-cap1-wait-full;pass;safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=0 -DCAP=1 -DWAITER=1 -DREFUSE=1 -DNFULL=3"
+    "2p1t-b1-full-live;pass;liveness;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=2 -DREFUSE=1 -DNFULL=3 -DAWAITER=1"
     "mut-await-two-loads;assertion violated \\((running|.*status);safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=2 -DAWAITER=1 -DAWAIT_TWO_LOADS"
     "mut-batch-per-round;assertion violated \\(visit_ran;safety;-DNPROD=2 -DNTASK=2 -DBATCH=2 -DSTOPPER=0 -DBATCH_PER_ROUND"
     "mut-push-before-count;assertion violated;safety;-DNPROD=2 -DNTASK=2 -DBATCH=2 -DSTOPPER=1 -DPUSH_BEFORE_COUNT"
     "mut-cap-look-then-add;assertion violated \\((waiting|inq);safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=0 -DCAP=1 -DCAP_LOOK_THEN_ADD"
     "mut-room-no-retry;invalid end state;safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=0 -DCAP=1 -DWAITER=1 -DROOM_NO_RETRY"
     "mut-idle-waits-for-push;invalid end state;safety;-DNPROD=2 -DNTASK=2 -DBATCH=1 -DSTOPPER=1 -DIDLE_WAITS_FOR_PUSH"
+    "mut-full-breaks;assertion violated \\(.*rejected_seen;safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=0 -DREFUSE=1 -DFULL_BREAKS"
+    "mut-owed-look-then-clear;assertion violated \\((ndrain|owner);safety;-DNPROD=2 -DNTASK=2 -DBATCH=1 -DSTOPPER=0 -DREFUSE=1 -DAWAITER=1 -DOWED_LOOK_THEN_CLEAR"
+    "mut-owed-no-wait-retry;assertion violated \\(.*(ran|wip);safety;-DNPROD=2 -DNTASK=1 -DBATCH=1 -DSTOPPER=2 -DREFUSE=1 -DAWAITER=1 -DOWED_NO_WAIT_RETRY"
     "park-1p3t-3w;pass;safety;-DNPROD=1 -DNTASK=3 -DNWORK=3;pool_park.pml"
     "park-2p2t-2w;pass;safety;-DNPROD=2 -DNTASK=2 -DNWORK=2;pool_park.pml"
     "park-3p1t-2w;pass;safety;-DNPROD=3 -DNTASK=1 -DNWORK=2;pool_park.pml"
@@ -88,6 +95,11 @@ configs=(
     "threads-tmax3;pass;safety;-DTMAX=3;pool_threads.pml"
     "mut-threads-no-debt;invalid end state;safety;-DTMAX=2 -DMUT_NO_DEBT;pool_threads.pml"
     "mut-threads-no-rearm;assertion violated \\(held;safety;-DTMAX=2 -DMUT_NO_REARM;pool_threads.pml"
+    "life-2p;pass;safety;-DNPROD=2;life.pml"
+    "life-3p;pass;safety;-DNPROD=3;life.pml"
+    "mut-life-hold-after-leave;assertion violated \\(freed;safety;-DNPROD=2 -DMUT_HOLD_AFTER_LEAVE;life.pml"
+    "mut-life-no-quiesce;assertion violated \\(freed;safety;-DNPROD=2 -DMUT_NO_QUIESCE;life.pml"
+    "mut-life-free-on-zero;assertion violated \\(freed;safety;-DNPROD=2 -DMUT_FREE_ON_ZERO;life.pml"
 )
 
 ensure_spin() {
@@ -108,7 +120,7 @@ ensure_spin
 cc=${CC:-$(command -v gcc || echo cc)}
 command -v "$cc" >/dev/null 2>&1 ||
     { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
-for m in serial_drain.pml pool_park.pml pool_threads.pml; do
+for m in serial_drain.pml pool_park.pml pool_threads.pml life.pml; do
     [ -r "$models/$m" ] || { echo "check_model.sh: $models/$m is missing" >&2; exit 2; }
 done
 
