@@ -99,26 +99,39 @@
  * `mu`, and a parking worker checks the flag under `mu`.
  *
  * --- Threads ---
- * Core threads start in create and live until shutdown. If max_threads is
- * larger, a producer that finds no spinner and no sleeper starts one more
- * thread (under `mu`, up to max); a worker beyond the core count that has
- * waited keep_alive_ns for a token retires: it leaves `live` at once (so
- * the others retire or grow by the right count) and counts in `retiring`
- * until it has run its stop hook. Every thread is joined, by the next
- * start in its slot or by destroy. The thread that brings `live` and
- * `retiring` to 0 (only a shutdown lets core threads leave) marks the
- * pool terminated and broadcasts `term_cv`; await_termination waits for
- * it under `mu`, which also makes every task's writes, and every stop
- * hook's, visible to the caller. Until then every thread may still touch
- * the pool, and destroy frees it only after that await.
+ * Each worker's life (start, park with the keep-alive, retire, grow, stop)
+ * is one state machine in pool_thread.c, with its essay and a spin model
+ * (tests/model/pool_threads.pml). This file calls it where the idle
+ * protocol meets it: a producer that finds no spinner and no sleeper on an
+ * elastic pool grows it; a worker parks through it.
+ *
+ * --- Destroy, and executes still returning ---
+ * destroy awaits termination (every thread has made its last touch), joins
+ * the threads, and frees the pool. But an execute by a thread that is not
+ * the user's (a continuation, a group's notification, a wrapper's drain
+ * submitted from another executor) may have published its task and still
+ * be on its way out when that task has run and the user, seeing the work
+ * done, destroys the pool. Most executes make no touch of the pool after
+ * letting their lock go: the decision to wake a worker (pool_wake_need:
+ * the loads of `spinning` and `sleepers`) is taken under put_lock (or the
+ * level's lock), right after the publishing store. One that must wake or
+ * grow holds the pool (struct serex__life, life_internal.h) before it lets
+ * its lock go, and releases it after the wake-up. destroy, after joining,
+ * takes each producer lock once (pool_quiesce_producers): an execute that
+ * held one before has its hold counted by then; one after it sees SHUTDOWN
+ * and touches nothing more. Then destroy detaches, and whoever is last,
+ * destroy or the last waker, frees. A busy pool's execute pays nothing for
+ * this: the hold is taken only on the path that takes `mu` anyway.
+ * tests/model/life.pml checks the helper, with this execute's old order
+ * (the touch after the publish, uncounted) as a mutation it catches.
  *
  * --- Hooks and placement ---
  * A new worker first pins itself (cpus) and runs on_thread_start
- * (worker_setup), inside its frame, so its hooks are tasks of the pool
+ * (serex__pool_thread_setup), inside its frame, so its hooks are tasks of the pool
  * for SEREX_EDEADLK. serex_pool_create waits for the verdicts of the core
  * threads it starts (`unreported`, under `mu`, signalled on `term_cv`,
  * which nobody awaits before create returns); if one was refused it sets
- * STOP: the others run on_thread_stop and exit, and pool_free joins every
+ * STOP: the others run on_thread_stop and exit, and create joins every
  * one. A refused extra thread leaves at once, like a retired one, and its
  * slot is free again. on_thread_stop runs on the way out, before the
  * worker stops counting in `live` or `retiring` (see Threads). The task

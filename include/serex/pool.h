@@ -33,7 +33,8 @@ typedef struct serex_pool_config {
     int64_t keep_alive_ns; /* idle time before an extra thread exits; 0: 60 s */
     size_t queue_capacity; /* tasks waiting to start, per priority level;
                               0: unbounded */
-    const char *name;      /* thread names "<name>-<n>", and stats.name (cut
+    const char *name;      /* thread names "<name>-<index>" (the hooks'
+                              index below), and stats.name (cut
                               to 15 bytes); NULL: "serex", stats "pool" */
 
     /*
@@ -114,8 +115,11 @@ typedef struct serex_pool_config {
  *
  * Core threads start at once and live until the pool is shut down. When
  * max_threads > threads, a submission that finds every worker busy starts an
- * extra thread (up to max_threads); extra threads exit after keep_alive_ns
- * idle. With queue_capacity > 0, execute says SEREX_EFULL while that many
+ * extra thread (up to max_threads), at once or, if every slot is taken by
+ * a thread still running its on_thread_stop, as soon as one is left; while
+ * more than `threads` workers live, any one idle for keep_alive_ns exits
+ * (an idle pool at its core count makes one wake-up per keep_alive_ns per
+ * thread, nothing more). With queue_capacity > 0, execute says SEREX_EFULL while that many
  * tasks wait to start. When the queue empties, one idle worker polls it
  * for up to 50 us (pausing, then yielding) and the others park at once.
  * fork(): in a child process, a pool made before the fork refuses tasks
@@ -131,8 +135,13 @@ typedef struct serex_pool_config {
  *            refused it; SEREX_ENOMEM (also when a core thread cannot be
  *            started). No thread is left behind on failure.
  * Ownership: the caller owns the pool; free it with serex_destroy.
- * Threads:   any thread. execute never blocks and may be called from any
- *            number of threads at once; two pools share no state.
+ * Threads:   any thread. execute never waits for a task, a hook or
+ *            another thread's work and may be called from any number of
+ *            threads at once (on an elastic pool it may start a thread,
+ *            and join one that has already exited, under the pool's own
+ *            lock); two pools share no state. An execute by another thread
+ *            (a continuation, say) still returning when the pool is
+ *            destroyed is safe: the pool stays until it has returned.
  */
 SEREX_API int serex_pool_create(const serex_pool_config *cfg,
                                 serex_executor **out);
