@@ -78,9 +78,10 @@
  * and act A_BX only): the model counts the tasks waiting in each (and in
  * each key's lane), so every answer is known: with room SEREX_OK, full
  * SEREX_EFULL with nothing queued; serex_execute_wait and
- * serex_striped_execute_wait never say EFULL: full, SEREX_EDEADLK at once
- * from a task of the manual executor (which they run on), else
- * SEREX_ETIMEDOUT (timeout 0 or 1 to 1501 ns: nobody makes room), and
+ * serex_striped_execute_wait never say EFULL: from a task of the manual
+ * executor (which they run on), SEREX_EDEADLK every time, room or not;
+ * elsewhere, full, SEREX_ETIMEDOUT (timeout 0 or 1 to 1501 ns: nobody
+ * makes room), and
  * SEREX_OK with SEREX_FOREVER where there is room; keyless tasks never
  * count; shut down, SEREX_EREJECTED. Each accepted task runs (or comes
  * back) once, in per-serial and per-key order; stats say queued = the
@@ -92,7 +93,7 @@
  * bounded) and a striped over faces, with the pool's queue_capacity per
  * level, and checks: every answer as its model says (a wrapper's first
  * task takes a place at its face's level for the drain); a blocker's
- * execute_wait on a full face says SEREX_EDEADLK (and await of its pool,
+ * execute_wait on a face says SEREX_EDEADLK every time (and await of its pool,
  * promise 7); shutdown_now, of the pool or a face, hands back every task
  * waiting, the highest level first, each in submission order, and the
  * wrappers' own shutdown_now their tasks in order (promise 5); or, run,
@@ -1717,12 +1718,11 @@ static int bx_call(struct bx *b, unsigned key, struct rec *r, bool wait,
 }
 
 /*
- * What a call on @b must answer: with room, SEREX_OK; full,
- * SEREX_EFULL from execute, and from execute_wait (which must not wait
- * for room nobody can make) SEREX_EDEADLK inside a task of the manual
- * executor (every bounded executor runs on it: promise 7's rule, as
- * executor.h states it for execute_wait), else SEREX_ETIMEDOUT, never
- * EFULL. Shut down: SEREX_EREJECTED (promise 2). Where the model cannot
+ * What a call on @b must answer: execute_wait inside a task of the manual
+ * executor (every bounded executor runs on it), SEREX_EDEADLK every time
+ * (executor.h: the call that can deadlock is refused before it tries).
+ * Else with room, SEREX_OK; full, SEREX_EFULL from execute, and
+ * SEREX_ETIMEDOUT from execute_wait, never EFULL. Shut down: SEREX_EREJECTED (promise 2). Where the model cannot
  * know: SEREX_ENOMEM only with an allocation failure armed, and
  * SEREX_EREJECTED only once the manual executor was shut down (it refuses
  * a drain, or dropped one: promise 5).
@@ -1730,10 +1730,14 @@ static int bx_call(struct bx *b, unsigned key, struct rec *r, bool wait,
 static void bx_check(const struct bx *b, bool wait, bool room, bool armed,
                      int rc, const struct rec *r)
 {
-    int full = !wait                  ? SEREX_EFULL
-               : fz.ctx == CTX_MANUAL ? SEREX_EDEADLK
-                                      : SEREX_ETIMEDOUT;
+    int full = !wait ? SEREX_EFULL : SEREX_ETIMEDOUT;
 
+    if (wait && fz.ctx == CTX_MANUAL) {
+        /* refused before the first try, room or not, shut or not */
+        CHECK(rc == SEREX_EDEADLK, "execute_wait from a task of the "
+              "executor it waits on did not say EDEADLK every time", r);
+        return;
+    }
     if (rc == SEREX_ENOMEM) {
         CHECK(armed, "a bounded executor said ENOMEM with no allocation "
               "failure armed", r);
@@ -1757,7 +1761,7 @@ static void bx_check(const struct bx *b, bool wait, bool room, bool armed,
               "EFULL", r);
     else
         CHECK(rc == full, "execute_wait on a full executor did not say "
-              "EDEADLK from a task it runs on, ETIMEDOUT elsewhere", r);
+              "ETIMEDOUT outside its tasks", r);
 }
 
 /*
@@ -3214,11 +3218,12 @@ static void pr_release(bool shut)
     CHECK(serex_event_wait(pr.ev, POOL_WAIT_NS) == SEREX_OK, "a pool "
           "round's blocker never returned", NULL);
     if (pr.probe) {
-        want = shut ? SEREX_EREJECTED
-                    : pr_room(pr.probe_level) ? SEREX_OK : SEREX_EDEADLK;
+        /* from a task of the pool: EDEADLK every time, full or not, shut
+         * down or not (the call that can deadlock is refused at once) */
+        want = SEREX_EDEADLK;
+        (void)shut;
         CHECK(pr.probe_rc == want, "execute_wait from a task of a pool on "
-              "its full face did not say EDEADLK at once (or OK with room, "
-              "EREJECTED once shut down)", NULL);
+              "one of its faces did not say EDEADLK at once", NULL);
         if (pr.probe_rc == SEREX_OK)
             pr.ntask++;
     }
