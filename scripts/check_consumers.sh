@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# check_consumers.sh - prove the ways users consume serex, plain and under
-# ThreadSanitizer, and that the shared library exports nothing but the
-# public serex_* API.
+# check_consumers.sh - prove the ways users consume serex, plain, under
+# ThreadSanitizer and under AddressSanitizer, and that the shared library
+# exports nothing but the public serex_* API.
 #
 #   1. install serex into a temporary prefix (cmake --install), then a
 #      SEREX_SANITIZE=thread build into the same prefix (libserex-tsan.*,
-#      serex::tsan, serex-tsan.pc), which must leave the first untouched;
+#      serex::tsan, serex-tsan.pc), and a SEREX_SANITIZE=address,undefined
+#      build (libserex-asan.*, serex::asan, serex-asan.pc), each of which
+#      must leave the files already there untouched;
 #   2. build and run examples/consumer with find_package(serex), shared and
 #      static (BUILD_SHARED_LIBS=ON/OFF picks what serex::serex means);
 #   3. build and run it with add_subdirectory(<serex source>), both ways;
 #   4. build and run it with plain cc and pkg-config: serex (shared) and
 #      serex-static (the archive: ldd shows no libserex.so); and from the
 #      two-file drop-in (scripts/amalgamate.sh --check: examples/demo.c
-#      built from serex.c and serex.h alone);
+#      built from serex.c and serex.h alone), and examples/consumer/main.c,
+#      unchanged (#include <serex/serex.h>), against the drop-in with
+#      -I<drop-in> (its serex/serex.h);
 #   5. ThreadSanitizer: build examples/consumer (threads meeting through a
 #      pool, a serial executor and a future) with -fsanitize=thread by
 #      add_subdirectory (in CMAKE_C_FLAGS, and by add_compile_options()),
@@ -24,16 +28,26 @@
 #      no report allowed. Compiler: SEREX_TSAN_CC, else clang if it builds
 #      and runs a TSan program, else gcc (as stage c of scripts/test.sh);
 #      skipped, and said so, when none can;
+#  5b. AddressSanitizer (and UBSan): the installed variant's flags must
+#      reach the user's program: a canary (a heap overflow built with
+#      nothing but pkg-config serex-asan-static's flags) must be reported;
+#      examples/consumer by find_package(serex COMPONENTS asan) ->
+#      serex::asan and by pkg-config serex-asan, each run clean with
+#      ASAN_OPTIONS=halt_on_error=1. Compiler: SEREX_ASAN_CC, else $CC,
+#      else gcc, else clang: the first that builds and runs an ASan
+#      program; skipped, and said so, when none can;
 #   6. check the symbols: libserex.so exports only serex_* (never serex__*),
 #      every SEREX_API function in include/ is exported, and every global
 #      symbol of libserex.a is in the serex_ namespace.
 #
-# Usage: scripts/check_consumers.sh [--keep] [--no-tsan]
+# Usage: scripts/check_consumers.sh [--keep] [--no-tsan] [--no-asan]
 #   --keep     keep the work directory (printed at the end)
 #   --no-tsan  skip the ThreadSanitizer builds (in 1 and 5)
+#   --no-asan  skip the AddressSanitizer builds (in 1 and 5b)
 # Environment: CC (default cc), SEREX_TSAN_CC (default: clang, else gcc),
-#   SEREX_JOBS (default 2), SEREX_CONSUMER_WORK_DIR (default: a fresh
-#   mktemp -d, removed at exit).
+#   SEREX_ASAN_CC (default: $CC, else gcc, else clang), SEREX_JOBS
+#   (default 2), SEREX_CONSUMER_WORK_DIR (default: a fresh mktemp -d,
+#   removed at exit).
 # Exits 0 when every check passed (skipped ones are listed), 1 otherwise.
 set -euo pipefail
 
@@ -44,10 +58,12 @@ jobs=${SEREX_JOBS:-2}
 cc=${CC:-cc}
 keep=0
 tsan=1
+asan=1
 for arg in "$@"; do
     case $arg in
     --keep) keep=1 ;;
     --no-tsan) tsan=0 ;;
+    --no-asan) asan=0 ;;
     -h | --help)
         usage "${BASH_SOURCE[0]}"
         exit 0
@@ -230,6 +246,99 @@ if [ -n "$tsan_cc" ]; then
         install_serex_tsan
 fi
 
+# ---- 1c. the AddressSanitizer variant, into the same prefix ---------------------
+asan_flags=-fsanitize=address,undefined
+# asan_probe COMPILER: can COMPILER build and run a threaded ASan+UBSan
+# program here?
+asan_probe() {
+    local compiler=$1 dir=$work/asan-probe
+    command -v "$compiler" >/dev/null 2>&1 || return 1
+    mkdir -p "$dir"
+    "$compiler" $asan_flags -g -pthread "$src/scripts/sanitizer_probe.c" \
+        -o "$dir/probe" >/dev/null 2>&1 || return 1
+    timeout 30 "$dir/probe" >/dev/null 2>&1
+}
+
+asan_cc=
+if [ "$asan" = 1 ]; then
+    for c in ${SEREX_ASAN_CC:-"$cc" gcc clang}; do
+        if asan_probe "$c"; then
+            asan_cc=$c
+            break
+        fi
+    done
+    if [ -z "$asan_cc" ]; then
+        echo "skip - AddressSanitizer: no compiler here builds and runs a" \
+            "$asan_flags program (tried ${SEREX_ASAN_CC:-$cc gcc clang})"
+        skipped+=("AddressSanitizer checks (no working ASan compiler)")
+    else
+        echo "AddressSanitizer checks with $asan_cc"
+    fi
+else
+    skipped+=("AddressSanitizer checks (--no-asan)")
+fi
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
+# is_asan FILE: does FILE (a program or an archive) carry ASan
+# instrumentation?
+is_asan() {
+    nm "$1" 2>/dev/null | grep -c '__asan_report_' >/dev/null
+}
+
+# install_serex_asan: a SEREX_SANITIZE=address,undefined build installed
+# beside the others; every file already installed must be left as it was,
+# and its pkg-config files must bring the sanitizer flags.
+install_serex_asan() {
+    local before after changed f ok=0
+    local -x PKG_CONFIG_PATH="$libdir/pkgconfig"
+    before=$(cd "$prefix" && find . -type f -exec cksum {} + | sort)
+    cmake -S "$src" -B "$work/serex-asan-build" -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_C_COMPILER="$asan_cc" \
+        -DCMAKE_INSTALL_PREFIX="$prefix" -DSEREX_SANITIZE=address,undefined \
+        -DSEREX_BUILD_TESTS=OFF -DSEREX_BUILD_EXAMPLES=OFF \
+        -DSEREX_BUILD_BENCH=OFF -DSEREX_WERROR=ON &&
+        cmake --build "$work/serex-asan-build" -j "$jobs" &&
+        cmake --install "$work/serex-asan-build" || return 1
+    after=$(cd "$prefix" && find . -type f -exec cksum {} + | sort)
+    changed=$(comm -23 <(echo "$before") <(echo "$after"))
+    if [ -n "$changed" ]; then
+        echo "the ASan install changed files installed before it:"
+        echo "$changed"
+        ok=1
+    fi
+    for f in "$libdir/libserex-asan.a" "$libdir/libserex-asan.so" \
+        "$libdir/cmake/serex/serexAsanTargets.cmake" \
+        "$libdir/pkgconfig/serex-asan.pc" "$libdir/pkgconfig/serex-asan-static.pc"; do
+        if [ -e "$f" ]; then
+            echo "have ${f#"$prefix"/}"
+        else
+            echo "missing: ${f#"$prefix"/}"
+            ok=1
+        fi
+    done
+    is_asan "$libdir/libserex-asan.a" ||
+        { echo "libserex-asan.a is not instrumented"; ok=1; }
+    for f in serex-asan serex-asan-static; do
+        echo "pkg-config --cflags --libs $f: $(pkg-config --cflags --libs "$f")"
+        if ! pkg-config --cflags "$f" | grep -q -- "$asan_flags" ||
+            ! pkg-config --libs "$f" | grep -q -- "$asan_flags"; then
+            echo "$f.pc does not bring $asan_flags"
+            ok=1
+        fi
+    done
+    # the plain serex.pc must not have changed its mind
+    if pkg-config --cflags --libs serex | grep -q -- -fsanitize; then
+        echo "serex.pc asks for a sanitizer"
+        ok=1
+    fi
+    return "$ok"
+}
+if [ -n "$asan_cc" ]; then
+    check "SEREX_SANITIZE=address,undefined installs libserex-asan, serex::asan, serex-asan.pc (with $asan_flags) beside them" \
+        install_serex_asan
+fi
+
 # ---- 2 and 3. the CMake consumer ---------------------------------------------
 # needs_libserex BIN: does BIN load libserex.so at run time?
 needs_libserex() {
@@ -340,6 +449,24 @@ check "pkg-config --static: cc main.c \$(pkg-config --static --cflags --libs ser
 dropin=$work/dropin
 check "two-file drop-in: scripts/amalgamate.sh --check --strict (the demo from serex.c + serex.h; no name renamed)" \
     env CC="$cc" "$src/scripts/amalgamate.sh" --out "$dropin" --check --strict
+
+# One source, both ways: examples/consumer/main.c includes <serex/serex.h>,
+# as against the install; against the drop-in it needs only -I<drop-in>
+# (amalgamate.sh writes serex/serex.h beside the two files).
+dropin_installed_include() {
+    local bin=$work/dropin-consumer
+    [ -f "$dropin/serex.c" ] || { echo "no drop-in in $dropin"; return 1; }
+    [ -f "$dropin/serex/serex.h" ] ||
+        { echo "the drop-in has no serex/serex.h: <serex/serex.h> cannot be found"; return 1; }
+    grep -q '#include <serex/serex.h>' "$consumer/main.c" ||
+        { echo "examples/consumer/main.c does not include <serex/serex.h>"; return 1; }
+    echo "$cc -std=c11 -Wall -Wextra -Wpedantic -Werror -I<drop-in> main.c serex.c -pthread"
+    "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I"$dropin" \
+        "$consumer/main.c" "$dropin/serex.c" -pthread -o "$bin" || return 1
+    timeout 60 "$bin"
+}
+check "drop-in, one source both ways: cc -I<drop-in> main.c serex.c, main.c with #include <serex/serex.h>" \
+    dropin_installed_include
 
 # ---- 5. ThreadSanitizer in the user's application ------------------------------
 # tsan_clean LOG CMD...: run CMD under TSan; fail on a report or non-zero exit.
@@ -457,16 +584,15 @@ EOF
     echo "the race was reported, as it must be"
 }
 
-# tsan_dropin: the consumer and the drop-in's serex.c, both with
-# -fsanitize=thread: serex.c must pick POSIX threads by itself.
+# tsan_dropin: the consumer (unchanged: <serex/serex.h> through -I) and
+# the drop-in's serex.c, both with -fsanitize=thread: serex.c must pick
+# POSIX threads by itself.
 tsan_dropin() {
     local bin=$work/dropin-tsan-consumer
     [ -f "$dropin/serex.c" ] || { echo "no drop-in in $dropin"; return 1; }
-    sed 's|#include <serex/serex.h>|#include "serex.h"|' "$consumer/main.c" \
-        >"$dropin/main.c"
     "$tsan_cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -g \
-        -fsanitize=thread -pthread "$dropin/main.c" "$dropin/serex.c" \
-        -o "$bin" || return 1
+        -fsanitize=thread -pthread -I"$dropin" "$consumer/main.c" \
+        "$dropin/serex.c" -o "$bin" || return 1
     tsan_clean "$bin.log" "$bin"
 }
 
@@ -485,7 +611,105 @@ if [ -n "$tsan_cc" ]; then
         tsan_dropin
 fi
 
-# ---- 5. symbols -----------------------------------------------------------------
+# ---- 5b. AddressSanitizer in the user's application ---------------------------
+# asan_clean LOG CMD...: run CMD under ASan+UBSan; fail on a report or a
+# non-zero exit.
+asan_clean() {
+    local log=$1
+    shift
+    if ! timeout 120 "$@" >"$log" 2>&1; then
+        cat "$log"
+        echo "failed under AddressSanitizer"
+        return 1
+    fi
+    cat "$log"
+    if grep -q 'Sanitizer' "$log"; then
+        echo "a sanitizer reported something"
+        return 1
+    fi
+    echo "AddressSanitizer: clean"
+}
+
+# asan_canary: a heap overflow built with serex-asan-static's flags and
+# nothing else must be reported: the variant's .pc brings the sanitizer
+# to the user's program, or the clean runs below would prove nothing.
+asan_canary() {
+    local flags bin=$work/asan-canary
+    local -x PKG_CONFIG_PATH="$libdir/pkgconfig"
+    cat >"$bin.c" <<'EOF'
+#include <serex/serex.h>
+#include <stdlib.h>
+/* One int past a heap block, written by a pool task: ASan must say so. */
+static void overflow(void *arg)
+{
+    ((volatile int *)arg)[4] = 1;
+}
+int main(void)
+{
+    serex_executor *pool;
+    int *p = malloc(4 * sizeof *p);
+    if (p == NULL || serex_pool_create(NULL, &pool) != SEREX_OK ||
+        serex_execute(pool, overflow, p) != SEREX_OK)
+        return 1;
+    serex_destroy(pool);
+    free(p);
+    return 0;
+}
+EOF
+    flags=$(pkg-config --cflags --libs serex-asan-static) || return 1
+    echo "pkg-config --cflags --libs serex-asan-static: $flags"
+    # shellcheck disable=SC2086 # $flags is a list of words by design
+    "$asan_cc" -std=c11 -g "$bin.c" -o "$bin" $flags || return 1
+    if timeout 120 "$bin" >"$bin.log" 2>&1; then
+        echo "a heap overflow ran clean: AddressSanitizer is not watching"
+        return 1
+    fi
+    grep -q 'ERROR: AddressSanitizer: heap-buffer-overflow' "$bin.log" ||
+        { cat "$bin.log"; echo "failed, but not with an ASan report"; return 1; }
+    echo "the overflow was reported, as it must be"
+}
+
+# asan_find_package DIR: serex::asan from the installed variant.
+asan_find_package() {
+    local dir=$1
+    cmake -S "$consumer" -B "$dir" -DCMAKE_C_COMPILER="$asan_cc" \
+        -DSEREX_CONSUMER_MODE=find_package -DSEREX_CONSUMER_ASAN=ON \
+        -DCMAKE_PREFIX_PATH="$prefix" -DBUILD_SHARED_LIBS=OFF &&
+        cmake --build "$dir" -j "$jobs" || return 1
+    is_asan "$dir/consumer" ||
+        { echo "serex::asan did not bring -fsanitize=address"; return 1; }
+    if needs_libserex "$dir/consumer"; then
+        echo "loads libserex.so: expected libserex-asan.a"
+        return 1
+    fi
+    asan_clean "$dir/run.log" "$dir/consumer"
+}
+
+# asan_pkg_config: cc main.c $(pkg-config --cflags --libs serex-asan).
+asan_pkg_config() {
+    local flags bin=$work/pc-asan-consumer
+    local -x PKG_CONFIG_PATH="$libdir/pkgconfig"
+    flags=$(pkg-config --cflags --libs serex-asan) || return 1
+    echo "pkg-config --cflags --libs serex-asan: $flags"
+    # shellcheck disable=SC2086 # $flags is a list of words by design
+    "$asan_cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -g \
+        "$consumer/main.c" -o "$bin" $flags -Wl,-rpath,"$libdir" || return 1
+    readelf -d "$bin" | grep -q 'NEEDED.*\[libserex-asan\.so' ||
+        { echo "does not load libserex-asan.so"; return 1; }
+    ! needs_libserex "$bin" || { echo "loads the plain libserex.so"; return 1; }
+    asan_clean "$work/pc-asan.log" "$bin"
+}
+
+if [ -n "$asan_cc" ]; then
+    check "ASan canary: a heap overflow built with serex-asan-static's flags alone is reported" \
+        asan_canary
+    check "ASan, find_package(serex COMPONENTS asan) -> serex::asan: clean run" \
+        asan_find_package "$work/asan-fp"
+    check "ASan, cc main.c \$(pkg-config --cflags --libs serex-asan): clean run" \
+        asan_pkg_config
+fi
+
+# ---- 6. symbols -----------------------------------------------------------------
 # Linker-defined symbols some toolchains put in the dynamic table.
 linker_syms='^(_init|_fini|__bss_start|__bss_start__|__bss_end__|_bss_end__|_edata|_end|__end__)$'
 
