@@ -32,8 +32,8 @@
  *               execute (SEREX_EFULL when full), execute_wait with a short
  *               timeout (SEREX_ETIMEDOUT, never EFULL) and SEREX_FOREVER
  *               (always OK: producers are no tasks), each producer's tasks
- *               in its order; from a task of the pool, execute_wait says OK
- *               or SEREX_EDEADLK at once, never waits; never more than the
+ *               in its order; from a task of the pool, execute_wait says
+ *               SEREX_EDEADLK every time, room or not; never more than the
  *               capacity waiting (below)
  *   bstriped    a striped of queue_capacity 16, lane_capacity 3 over the
  *               HIGH face, 8 keys: the same, per key
@@ -676,8 +676,8 @@ static void do_group(struct producer *p)
 /* --- bounded executors: capacities and execute_wait --- */
 
 /* execute; execute_wait with 20 us or SEREX_FOREVER; from a task of the
- * pool, execute_wait with 100 ms or 0 (OK or SEREX_EDEADLK, and no wait:
- * a wait with 100 ms would likely end with room, unseen). */
+ * pool, execute_wait with 100 ms or 0 (SEREX_EDEADLK every time, before
+ * any try: executor.h). */
 enum how { H_EXEC, H_WAIT, H_FOREVER, H_TASK, H_TASK_POLL };
 
 static void peak(_Atomic long *p, long v)
@@ -754,7 +754,7 @@ static void bounded_waits(bool striped, unsigned key)
 /* What a refusal must be: execute says SEREX_EFULL; execute_wait never
  * EFULL, SEREX_ETIMEDOUT once its timeout ran out (never with
  * SEREX_FOREVER), and from a task of the pool under the executor
- * SEREX_EDEADLK at once, never a wait (executor.h). */
+ * SEREX_EDEADLK, every time, never a wait (executor.h). */
 static void bounded_refused(int rc, enum how how)
 {
     if (rc == SEREX_ENOMEM)
@@ -796,6 +796,9 @@ static void bounded_submit(unsigned producer, uint64_t seq, bool striped,
                            : serex_execute_wait(g.bserial, bserial_task, r,
                                                 timeout);
     atomic_fetch_add(&g.attempted[k], 1);
+    if (rc == SEREX_OK && how >= H_TASK)
+        violation("execute_wait from a task of the pool under the executor "
+                  "was accepted: it must say EDEADLK every time");
     if (rc == SEREX_OK) { /* r may be gone: it ran */
         atomic_fetch_add_explicit(&g.accepted[k], 1, memory_order_relaxed);
         bounded_waits(striped, key);
