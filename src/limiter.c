@@ -30,7 +30,8 @@
  *             CAS: one step); else a counted push is under way: wait.
  *   release:  a runner the target refused or dropped never ran (or holds
  *             no task: it accounted before its resubmission): R-1; if
- *             that leaves R == 0 with Q > 0, set BROKEN (see below).
+ *             that leaves R == 0 with Q > 0, a runner is owed (the
+ *             target was full) or the limiter is BROKEN (see below).
  *
  * Why at most max_running tasks run at once: a task runs only inside a
  * runner's visit (the run of one runner task on the target), one task at
@@ -46,7 +47,9 @@
  * modification order (else R was below max_running at our CAS). Runners
  * that leave without looking at Q are the ones the target refused or
  * dropped: the last of them to leave finds R == 0 with Q > 0 in its own
- * RMW, so it knows no runner will come, and marks the limiter BROKEN.
+ * RMW, so it knows no runner will come: it marks the limiter BROKEN, or,
+ * if the target said full, leaves a runner owed, which the next count
+ * pays (R == 0 < max_running: it takes a slot), or an awaiter (below).
  *
  * Who wins each race:
  *  - a producer's count against a runner's exit: the first in `st`'s
@@ -83,34 +86,46 @@
  *    Release: the tasks it ran happen-before the awaiter that sees Q and
  *    U at 0, and before the next taker of the slot. seq_cst: against the
  *    awaiter's count-then-look (see termination below).
- *  - release of a refused or dropped runner's slot: acq_rel (the slot
- *    changes hands with release-acquire everywhere; a rare path).
+ *  - release of a refused or dropped runner's slot: seq_cst (the slot
+ *    changes hands with release-acquire everywhere; seq_cst before the
+ *    look for awaiters when it leaves a runner owed; a rare path).
  *  - the take-back CAS of a refused lone task and shutdown_now's Q-n:
  *    seq_cst, as every change that may leave Q and U at 0.
- *  - `ctl` and `life`: as in serial.c, order for order (said at each).
+ *  - `entry` and `life` (life_internal.h): as in serial.c, order for
+ *    order (said at each).
  *  - push is the MPSC queue's (acq_rel exchange, release link), read by
  *    pop with acquire: the task's fn and arg are visible to its runner.
  *
  * --- Shutdown, shutdown_now, a target that refuses ---
- * `ctl` holds SHUT, STOP and BROKEN flags and, above them, the number of
- * execute calls between their flag check and the end of their push (and
- * of their runner's submission, if they start one: until then the runner
- * holds no reference), exactly as serial.c's.
- * shutdown_now sets STOP, waits for that number to reach 0 (so every
- * accepted push is in the queue and counted), then takes the whole queue
- * under pop_lock and subtracts it from Q, under the same hold.
+ * `entry` (life_internal.h's entry word) holds the flags SHUT, STOP and
+ * BROKEN and, above them, the number of calls between their flag check
+ * and the end of their push (and of their runner's submission, if they
+ * start one: until then the runner holds no reference), exactly as
+ * serial.c's. shutdown_now sets STOP, waits for that number to reach 0
+ * (so every accepted push is in the queue and counted), then takes the
+ * whole queue under pop_lock and subtracts it from Q, under the same hold.
  * If the target refuses to start a runner:
  *  - if the task we count is the only one (Q == 1) and ours is the only
  *    runner (R == 1, so U == 0), we take it back under pop_lock with one
  *    CAS of `st` to 0 (a later producer's node queues behind ours, and no
  *    other runner exists to pop ours): execute returns the target's
- *    status and nothing is queued, so a passing refusal (a full bounded
- *    pool) costs that task, not the limiter;
+ *    status and nothing is queued;
  *  - else we release our slot. If other runners remain, they run our task
  *    (they leave only once Q == 0): execute says SEREX_OK. If none
- *    remains, the tasks are stuck: BROKEN. Execute then refuses new tasks,
- *    shutdown_now hands the stuck ones back and destroy drops them: the
- *    serial's policy (promise 5), applied when no runner is left.
+ *    remains and the target said SEREX_EFULL (full for a moment), or
+ *    anything but SEREX_EREJECTED, a runner is owed: R == 0 with Q > 0 and not BROKEN. Nothing marks it
+ *    but `st` itself: the next execute's count finds R below max_running
+ *    and starts a runner as it would on an idle limiter, and
+ *    await_termination and destroy, whose waits end early when they see
+ *    it (after a seq_cst release and serex__life_notify, so a parked one
+ *    hears), take a slot with a CAS (only while R == 0 and Q > 0) and
+ *    start one, counted in flight as an execute is, looking again every
+ *    millisecond while the target stays full. SEREX_EREJECTED (shut down,
+ *    for good) leaves the tasks stuck: BROKEN. Execute then refuses new
+ *    tasks, shutdown_now hands the stuck ones back and destroy drops
+ *    them: the serial's policy (promise 5), applied when no runner is
+ *    left.
+ * So a passing refusal costs at most the lone task, never the limiter.
  * If the target refuses a resubmission, the runner keeps running where it
  * is. If it takes a runner back or drops it (its shutdown_now, its
  * destroy), the runner's `dropped` hook releases its slot (BROKEN if that
@@ -120,13 +135,12 @@
  * The limiter is terminated once shut down, with no execute in flight,
  * and Q == 0 and U == 0: every accepted task has run or was taken back.
  * Runners still out (queued on a target nobody runs, or on their way out)
- * do not count: each holds a reference in `life` instead, which counts
- * runners (bits 0-31; at most max_running plus the threads between an
- * exit and its release), a DETACHED bit set by destroy (bit 32), a bit
- * flipped to wake awaiters (bit 33) and the threads in await_termination
- * (bits 40-63; the loop is await_internal.h). Whoever leaves `life` with
- * no runner and DETACHED frees the limiter: destroy if no runner is out,
- * else the last runner, run or dropped. Every change of `st` that can
+ * do not count: each holds the limiter instead (life_internal.h's life
+ * word: holders, DETACHED, the generation awaiters park on, their count;
+ * at most max_running runners plus the threads between an exit and its
+ * release, or between a hold and a refused submission). The last of {the
+ * last release, destroy's detach} frees the limiter: destroy if no runner
+ * is out, else the last runner, run or dropped. Every change of `st` that can
  * leave Q and U at 0 is seq_cst and is followed by a seq_cst look for
  * waiters in `life` (or an unconditional wake: shutdown_now); an awaiter
  * counts itself in `life` (seq_cst) before it looks: either the waker sees
@@ -143,6 +157,7 @@
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"
+#include "life_internal.h"
 #include "mpsc_internal.h"
 #include "op_internal.h"
 #include "spinlock_internal.h"
@@ -151,10 +166,13 @@
 
 #define BATCH 64u /* tasks a visit runs before the thread goes back */
 
-#define CTL_SHUT 1u
-#define CTL_STOP 2u
-#define CTL_BROKEN 4u
-#define CTL_INFLIGHT 8u /* one execute between its check and its push */
+/* The entry word's flags (life_internal.h); above them, calls in flight */
+#define FLAG_SHUT UINT64_C(1)   /* shutdown: execute refuses */
+#define FLAG_STOP UINT64_C(2)   /* shutdown_now: the queue was taken */
+#define FLAG_BROKEN UINT64_C(4) /* the target rejected or dropped runners */
+_Static_assert(((FLAG_SHUT | FLAG_STOP | FLAG_BROKEN) & ~SEREX__ENTRY_FLAGS) ==
+                   0,
+               "the entry word has four flags");
 
 #define ST_R UINT64_C(1)         /* one runner out */
 #define ST_U (UINT64_C(1) << 16) /* one runner holding a task */
@@ -163,14 +181,6 @@
 #define ST_QUEUED(s) ((s) >> 32)
 #define ST_QUEUED_MAX UINT64_C(0xffffffff)
 #define ST_IDLE(s) (((s) >> 16) == 0) /* Q == 0 and U == 0 */
-
-#define LIFE_RUNNER UINT64_C(1)           /* one runner out, not finished */
-#define LIFE_DETACHED (UINT64_C(1) << 32) /* destroyed: the last frees */
-#define LIFE_GEN (UINT64_C(1) << 33)      /* something awaiters wait for */
-#define LIFE_WAITER_SHIFT 40              /* bits 40-63: threads in await */
-#define LIFE_WAITER (UINT64_C(1) << LIFE_WAITER_SHIFT)
-#define LIFE_WAITERS_MAX ((UINT64_C(1) << (64 - LIFE_WAITER_SHIFT)) - 1)
-#define LIFE_RUNNERS(x) ((x) & (LIFE_DETACHED - 1))
 
 _Static_assert(SEREX_LIMITER_MAX_RUNNING <= 0xffffu, "R and U are 16 bits");
 
@@ -183,8 +193,8 @@ struct limiter {
 
     /* Producers' line: the queue's tail and the producers' words. */
     _Alignas(SEREX__CACHELINE) struct serex__task *_Atomic tail;
-    _Atomic uint64_t ctl; /* CTL_* | in flight */
-    _Atomic uint64_t st;  /* Q | U | R: see the essay */
+    struct serex__entry entry; /* FLAG_* | calls in flight */
+    _Atomic uint64_t st;       /* Q | U | R: see the essay */
 
     /* The runners' line: the queue's consumer side. */
     _Alignas(SEREX__CACHELINE) serex__spinlock pop_lock;
@@ -194,7 +204,7 @@ struct limiter {
     _Atomic uint64_t taken;    /* handed back or dropped; under pop_lock */
     _Atomic uint64_t rejected; /* execute calls refused */
 
-    _Atomic uint64_t life; /* runners | DETACHED | generation | waiters */
+    struct serex__life life; /* runners | DETACHED | generation | waiters */
 };
 
 static struct limiter *limiter_of(serex_executor *ex)
@@ -212,33 +222,41 @@ static struct serex__mpsc_ends limiter_queue(struct limiter *l)
 /* Q and U reached 0: wake awaiters, if any (see the essay). */
 static void limiter_idle(struct limiter *l)
 {
-    serex__await_notify(&l->life, LIFE_GEN, LIFE_WAITER_SHIFT);
+    serex__life_notify(&l->life);
 }
 
-/* A runner is over (run, refused or dropped): its last touch. */
+/* A runner is over (run, refused or dropped): its last touch. The last
+ * holder after destroy frees the limiter (life_internal.h). */
 static void limiter_life_exit(struct limiter *l)
 {
-    /* acq_rel: the last reference frees; every holder's use before it */
-    uint64_t old = atomic_fetch_sub_explicit(&l->life, LIFE_RUNNER,
-                                             memory_order_acq_rel);
-
-    if (LIFE_RUNNERS(old) == 1 && (old & LIFE_DETACHED))
+    if (serex__life_release(&l->life))
         serex__free(l);
 }
 
-/* A runner that holds no task leaves without looking at Q (the target
- * refused or dropped it): the last such to leave tasks stuck says so. */
-static void limiter_release_slot(struct limiter *l)
+/*
+ * A runner that holds no task leaves without looking at Q (the target
+ * refused it, said @rc, or dropped it: SEREX_EREJECTED). If that leaves
+ * tasks with no runner: a passing refusal (full) owes them one, which the
+ * next execute or awaiter starts (see the essay); SEREX_EREJECTED (shut
+ * down, for good) leaves them stuck (BROKEN).
+ */
+static void limiter_release_slot(struct limiter *l, int rc)
 {
-    /* acq_rel: a slot changes hands with release-acquire everywhere */
-    uint64_t s = atomic_fetch_sub_explicit(&l->st, ST_R, memory_order_acq_rel) -
+    /* seq_cst: a slot changes hands with release-acquire everywhere; and
+     * before serex__life_notify's look for awaiters (the owed case) */
+    uint64_t s = atomic_fetch_sub_explicit(&l->st, ST_R, memory_order_seq_cst) -
                  ST_R;
 
-    if (ST_RUNNERS(s) == 0 && ST_QUEUED(s) != 0)
-        /* relaxed: BROKEN only makes execute refuse, and destroy drop;
-         * the in-flight drop (execute) or the reference's release
-         * (dropped) that follows orders it for those who act on it */
-        atomic_fetch_or_explicit(&l->ctl, CTL_BROKEN, memory_order_relaxed);
+    if (ST_RUNNERS(s) != 0 || ST_QUEUED(s) == 0)
+        return;
+    if (rc != SEREX_EREJECTED) {      /* full, say: for a moment */
+        serex__life_notify(&l->life); /* awaiters start one */
+        return;
+    }
+    /* relaxed: BROKEN only makes execute refuse, and destroy drop; the
+     * in-flight drop (execute) or the reference's release (dropped) that
+     * follows orders it for those who act on it */
+    serex__entry_close(&l->entry, FLAG_BROKEN, memory_order_relaxed);
 }
 
 /* --- the runner --- */
@@ -358,7 +376,7 @@ static void limiter_runner_dropped(struct serex__op *op,
 
     (void)on_pending;
     (void)ctx;
-    limiter_release_slot(l);
+    limiter_release_slot(l, SEREX_EREJECTED); /* gone for good */
     limiter_life_exit(l);
 }
 
@@ -373,9 +391,10 @@ static const struct serex__op_class runner_class = {
  * pop_lock: our node is the oldest, and a producer that counts after our
  * CAS queues behind it): the caller reports the refusal and nothing is
  * queued. Else release the slot: other runners run our task, or none is
- * left and the tasks are kept (BROKEN). Returns whether ours came back.
+ * left and the tasks are owed a runner (full) or kept (BROKEN). Returns
+ * whether ours came back.
  */
-static bool limiter_refused(struct limiter *l)
+static bool limiter_refused(struct limiter *l, int rc)
 {
     uint64_t lone = ST_Q + ST_R;
     struct serex__task *t = NULL;
@@ -388,26 +407,60 @@ static bool limiter_refused(struct limiter *l)
         t = serex__mpsc_pop_wait_ends(limiter_queue(l));
     serex__spin_unlock(&l->pop_lock);
     if (t == NULL) {
-        limiter_release_slot(l);
+        limiter_release_slot(l, rc);
         return false;
     }
     serex__task_free(t);
     return true;
 }
 
+/* A slot was taken for a runner: submit one, holding a reference for it.
+ * Returns the target's status (on a refusal the reference is back, the
+ * slot still taken). */
+static int limiter_submit(struct limiter *l)
+{
+    int rc;
+
+    /* ordered before the submission, which the target orders */
+    serex__life_hold(&l->life);
+    rc = serex__op_submit(l->target, &l->runner);
+    if (rc != SEREX_OK)
+        limiter_life_exit(l); /* never the last: the caller is in flight */
+    return rc;
+}
+
 /* Our count took a slot: submit a runner. Returns the target's refusal if
  * our task was taken back, else SEREX_OK. */
 static int limiter_start(struct limiter *l)
 {
-    int rc;
+    int rc = limiter_submit(l);
 
-    /* relaxed: ordered before the submission, which the target orders */
-    atomic_fetch_add_explicit(&l->life, LIFE_RUNNER, memory_order_relaxed);
-    rc = serex__op_submit(l->target, &l->runner);
     if (rc == SEREX_OK)
         return SEREX_OK;
-    limiter_life_exit(l);
-    return limiter_refused(l) ? rc : SEREX_OK;
+    return limiter_refused(l, rc) ? rc : SEREX_OK;
+}
+
+/*
+ * Tasks wait with no runner out (a full target refused the last one):
+ * take a slot and start a runner, as a producer's count would. The caller
+ * (an awaiter, destroy) is counted in the entry word.
+ */
+static void limiter_retry_owed(struct limiter *l)
+{
+    /* relaxed: a first guess for the CAS */
+    uint64_t old = atomic_load_explicit(&l->st, memory_order_relaxed);
+    int rc;
+
+    do {
+        if (ST_RUNNERS(old) != 0 || ST_QUEUED(old) == 0)
+            return; /* a runner is out (it runs them), or nothing waits */
+        /* acquire: as limiter_count's, the slot's hand-over; failure
+         * relaxed: we retry */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &l->st, &old, old + ST_R, memory_order_acquire, memory_order_relaxed));
+    rc = limiter_submit(l);
+    if (rc != SEREX_OK)
+        limiter_release_slot(l, rc); /* no task of ours to take back */
 }
 
 /* Counts a task in Q, taking a slot if one is free (*start says so).
@@ -440,12 +493,15 @@ static int limiter_execute(serex_executor *ex, serex_fn fn, void *arg)
     uint64_t c;
     int rc;
 
-    if (serex__unlikely(t == NULL))
+    if (serex__unlikely(t == NULL)) {
+        /* relaxed: a statistic (every execute not SEREX_OK counts) */
+        atomic_fetch_add_explicit(&l->rejected, 1, memory_order_relaxed);
         return SEREX_ENOMEM;
-    /* relaxed: the flags and the in-flight count share one modification
-     * order, so shutdown_now either is seen here or waits for us */
-    c = atomic_fetch_add_explicit(&l->ctl, CTL_INFLIGHT, memory_order_relaxed);
-    if (serex__unlikely(c & (CTL_SHUT | CTL_BROKEN))) {
+    }
+    /* the flags and the in-flight count share one modification order, so
+     * shutdown_now either is seen here or waits for us (life_internal.h) */
+    c = serex__entry_enter(&l->entry);
+    if (serex__unlikely(c & (FLAG_SHUT | FLAG_BROKEN))) {
         rc = SEREX_EREJECTED;
     } else if ((rc = limiter_count(l, &start)) == SEREX_OK) {
         serex__mpsc_push_ends(limiter_queue(l), t); /* count, then push */
@@ -455,8 +511,10 @@ static int limiter_execute(serex_executor *ex, serex_fn fn, void *arg)
         if (start)
             rc = limiter_start(l);
     }
-    /* release: our count and push before shutdown_now's acquire */
-    atomic_fetch_sub_explicit(&l->ctl, CTL_INFLIGHT, memory_order_release);
+    if (t == NULL) /* release: our count and push before shutdown_now's */
+        serex__entry_leave(&l->entry);
+    else /* refused: nothing queued */
+        serex__entry_abort(&l->entry);
     if (t != NULL)
         serex__task_free(t);
     if (serex__unlikely(rc != SEREX_OK)) /* relaxed: a statistic */
@@ -469,9 +527,9 @@ static void limiter_shutdown(serex_executor *ex)
     struct limiter *l = limiter_of(ex);
 
     /* release: nothing but the flag; awaiters re-check after the bump */
-    if (!(atomic_fetch_or_explicit(&l->ctl, CTL_SHUT, memory_order_release) &
-          CTL_SHUT))
-        serex__await_bump(&l->life, LIFE_GEN);
+    if (!(serex__entry_close(&l->entry, FLAG_SHUT, memory_order_release) &
+          FLAG_SHUT))
+        serex__life_bump(&l->life);
 }
 
 /*
@@ -482,10 +540,9 @@ static struct serex__task *limiter_take_all(struct limiter *l, size_t *n)
 {
     struct serex__task *first = NULL, **tail = &first;
 
-    /* acquire: pairs with the release drop in limiter_execute; at zero
+    /* acquire: pairs with the release leave in limiter_execute; at zero
      * every accepted push is queued and counted in Q */
-    while (atomic_load_explicit(&l->ctl, memory_order_acquire) >= CTL_INFLIGHT)
-        serex__thread_yield();
+    serex__entry_quiesce(&l->entry);
     /* One hold of pop_lock for the whole queue: no runner starts a task
      * behind one we took back (the order promise 2 is about). */
     serex__spin_lock(&l->pop_lock);
@@ -507,10 +564,9 @@ static size_t limiter_shutdown_now(serex_executor *ex,
     size_t n;
 
     /* relaxed: limiter_take_all's acquire wait orders the flags */
-    atomic_fetch_or_explicit(&l->ctl, CTL_SHUT | CTL_STOP,
-                             memory_order_relaxed);
+    serex__entry_close(&l->entry, FLAG_SHUT | FLAG_STOP, memory_order_relaxed);
     list = limiter_take_all(l, &n);
-    serex__await_bump(&l->life, LIFE_GEN);
+    serex__life_bump(&l->life);
     serex__task_hand_back_list(list, on_pending, ctx);
     return n;
 }
@@ -527,40 +583,110 @@ static enum serex__await_state limiter_state(struct limiter *l)
      * the end of the release sequences of the runners' U-1, so the tasks'
      * writes are visible once we report termination.
      */
-    uint64_t c = atomic_load_explicit(&l->ctl, memory_order_acquire);
+    uint64_t c = serex__entry_load(&l->entry);
 
-    if (!(c & CTL_SHUT))
+    if (!(c & FLAG_SHUT))
         return SEREX__AWAIT_NOT;
-    if (c >= CTL_INFLIGHT)
+    if (serex__entry_busy(c))
         return SEREX__AWAIT_SOON;
     return ST_IDLE(atomic_load_explicit(&l->st, memory_order_seq_cst))
                ? SEREX__AWAIT_DONE
                : SEREX__AWAIT_NOT;
 }
 
-static enum serex__await_state limiter_state_cb(void *l)
+/* Tasks wait and no runner is out, not for good: a runner is owed. */
+static bool limiter_owed(struct limiter *l)
 {
-    return limiter_state(l);
+    /* relaxed (both): a hint; limiter_retry_owed decides with a CAS */
+    uint64_t st = atomic_load_explicit(&l->st, memory_order_relaxed);
+
+    return ST_RUNNERS(st) == 0 && ST_QUEUED(st) != 0 &&
+           !(atomic_load_explicit(&l->entry.word, memory_order_relaxed) &
+             (FLAG_STOP | FLAG_BROKEN));
 }
 
+/* What one look of an awaiter found (limiter_look). */
+struct limiter_look {
+    struct limiter *l;
+    bool owed; /* not done, and a runner is owed: start one, wait on */
+};
+
+static enum serex__await_state limiter_look(void *p)
+{
+    struct limiter_look *look = p;
+    enum serex__await_state st = limiter_state(look->l);
+
+    if (st == SEREX__AWAIT_NOT && limiter_owed(look->l)) {
+        look->owed = true;
+        return SEREX__AWAIT_DONE; /* not done: ends serex__await's loop */
+    }
+    return st;
+}
+
+/* An awaiter found a runner owed: start one, counted in flight as an
+ * execute is. Returns whether one is still owed (the target still full). */
+static bool limiter_retry_owed_waiting(struct limiter *l)
+{
+    uint64_t c = serex__entry_enter(&l->entry);
+
+    if (c & (FLAG_STOP | FLAG_BROKEN)) { /* taken, or kept for good */
+        serex__entry_abort(&l->entry);
+        return false;
+    }
+    limiter_retry_owed(l);
+    serex__entry_leave(&l->entry);
+    return limiter_owed(l);
+}
+
+/* What is left of @timeout_ns, whose deadline is @deadline. */
+static int64_t limiter_left(int64_t timeout_ns, int64_t deadline)
+{
+    int64_t now;
+
+    if (timeout_ns == SEREX_FOREVER)
+        return SEREX_FOREVER;
+    now = serex__now_ns();
+    return deadline > now ? deadline - now : 0;
+}
+
+/*
+ * await_termination: serex__life_await, which ends early when a runner is
+ * owed: nothing would wake us when the target has room, so we start one
+ * here, and while the target stays full, look again every millisecond.
+ */
 static int limiter_await(serex_executor *ex, int64_t timeout_ns)
 {
     struct limiter *l = limiter_of(ex);
-    const struct serex__await a = {.word = &l->life,
-                                   .waiter = LIFE_WAITER,
-                                   .shift = LIFE_WAITER_SHIFT,
-                                   .waiters_max = LIFE_WAITERS_MAX,
-                                   .state = limiter_state_cb,
-                                   .obj = l};
+    int64_t deadline = serex__deadline(timeout_ns);
 
-    return serex__await(&a, timeout_ns);
+    for (;;) {
+        struct limiter_look look = {l, false};
+        int rc = serex__life_await(&l->life, limiter_look, &look,
+                                   limiter_left(timeout_ns, deadline));
+        int64_t now;
+
+        if (!look.owed)
+            return rc;
+        if (limiter_retry_owed_waiting(l)) { /* still full: a nap */
+            /* relaxed: a bump (shutdown_now, the end of work) ends it */
+            uint64_t v = atomic_load_explicit(&l->life.word,
+                                              memory_order_relaxed);
+
+            now = serex__now_ns();
+            if (now >= deadline)
+                return SEREX_ETIMEDOUT;
+            (void)serex__park_wait64(&l->life.word, v,
+                                     deadline - now > SEREX__AWAIT_POLL_NS
+                                         ? now + SEREX__AWAIT_POLL_NS
+                                         : deadline);
+        }
+    }
 }
 
 static bool limiter_broken(serex_executor *ex)
 {
-    /* relaxed: a hint; serex__wrapper_settle looks again after waiting */
-    return atomic_load_explicit(&limiter_of(ex)->ctl, memory_order_relaxed) &
-           CTL_BROKEN;
+    /* a hint; serex__wrapper_settle looks again after waiting */
+    return serex__entry_load(&limiter_of(ex)->entry) & FLAG_BROKEN;
 }
 
 static void limiter_drop_all(serex_executor *ex)
@@ -574,17 +700,13 @@ static void limiter_drop_all(serex_executor *ex)
 static void limiter_destroy(serex_executor *ex)
 {
     struct limiter *l = limiter_of(ex);
-    uint64_t old;
 
     serex__wrapper_settle(ex, l->target, limiter_broken, limiter_drop_all);
     /* After a drop, runners the target still runs may be in a task: they
      * find the queue empty after it and leave (U back to 0). Shut down,
      * nothing in flight, Q at 0: this wait ends when they return. */
     (void)limiter_await(ex, SEREX_FOREVER);
-    /* acq_rel: as in limiter_life_exit; the last holder frees */
-    old = atomic_fetch_or_explicit(&l->life, LIFE_DETACHED,
-                                   memory_order_acq_rel);
-    if (LIFE_RUNNERS(old) == 0)
+    if (serex__life_detach(&l->life)) /* else the last runner frees */
         serex__free(l);
 }
 

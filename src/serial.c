@@ -20,8 +20,10 @@
  * Who drains: exactly one drain exists from the 0 -> 1 transition of
  * `wip` to the decrement that brings it back to 0, because only the
  * producer that sees 0 submits, and a drain only ends on seeing 0 (or by
- * handing over to its own resubmission). So no two drains ever run at
- * once, and no task waits without a drain: a producer whose increment
+ * handing over to its own resubmission). (A full target may refuse it:
+ * then the drain is owed, and stands as FLAG_OWED until it is submitted
+ * again; see below.) So no two drains ever run at once, and no task waits
+ * without a drain (or an owed one): a producer whose increment
  * comes after the drain's final decrement sees 0 and submits a new one; one
  * whose increment comes before it makes the decrement leave a remainder,
  * and the drain goes on. Counting comes before pushing, so the drain can
@@ -43,41 +45,63 @@
  * acq_rel for the hand-over above.
  *
  * --- Shutdown, shutdown_now, a target that refuses ---
- * `ctl` holds SHUT, STOP and BROKEN flags and, above them, the number of
- * execute calls between their flag check and the end of their push (and
- * of their drain's submission, if they start one: until then the drain
- * holds no reference, see below).
- * shutdown_now sets STOP, waits for that number to reach 0 (so every
- * accepted push is in the queue and counted), then takes the whole queue
- * under `pop_lock` (the drain pops under the same lock, so each task has
- * one taker: a task the drain popped has started) and subtracts it from
- * `wip`. If the target refuses to start a drain, BROKEN is set: the tasks
- * stay queued, execute refuses new ones, shutdown_now hands them back,
- * destroy drops them; but if the task whose submission found the serial
- * idle is still its only one, it is taken back and execute returns the
- * target's status, so a passing refusal (a full bounded pool) costs that
- * task, not the serial. If the target refuses a resubmission, the drain
- * keeps running where it is.
+ * `entry` (life_internal.h's entry word) holds the flags SHUT, STOP,
+ * BROKEN and OWED and, above them, the number of calls between their flag
+ * check and the end of their push (and of their drain's submission, if
+ * they start or resubmit one: until then the drain holds no reference,
+ * see below). shutdown_now sets STOP, waits for that number to reach 0
+ * (so every accepted push is in the queue and counted), then takes the
+ * whole queue under `pop_lock` (the drain pops under the same lock, so
+ * each task has one taker: a task the drain popped has started) and
+ * subtracts it from `wip`. If the target refuses a resubmission, the
+ * drain keeps running where it is.
+ *
+ * If the target refuses to start a drain and the task whose submission
+ * found the serial idle is still its only one, it is taken back (the CAS
+ * of `wip` from 1 to 0 under `pop_lock`) and execute returns the target's
+ * status: nothing is queued. Else tasks were queued behind it, and:
+ *  - the target said SEREX_EFULL (a bounded pool, full for a moment), or
+ *    anything but SEREX_EREJECTED (SEREX_ENOMEM, a user's executor's own
+ *    status): the drain is owed. OWED is set, and it alone stands for the one drain:
+ *    none exists, wip stays above 0 (nothing subtracts it but a drain, or
+ *    shutdown_now, which waits for the caller in flight), so no producer
+ *    starts one. Whoever clears OWED with its RMW (serial_retry_owed) owns
+ *    the drain and submits it again, in flight as an execute is: the next
+ *    execute whose flag check saw OWED (a bounded serial's refused at its
+ *    cap too: nothing else would free a place), and await_termination
+ *    and destroy, whose waits end early when they see OWED, submit it and
+ *    look again every millisecond while the target stays full (nothing
+ *    tells them when it has room). A refusal again sets OWED again, or
+ *    breaks the serial (below). Setting OWED is seq_cst and followed by
+ *    serex__life_notify, so a parked awaiter hears of it.
+ *  - SEREX_EREJECTED (shut down, for good): BROKEN is set, as when
+ *    the target drops an accepted drain (serial_drain_dropped): the tasks
+ *    stay queued, execute refuses new ones, shutdown_now hands them back,
+ *    destroy drops them (promise 5, docs/contract.md).
+ * So a passing refusal costs at most the lone task, never the serial.
+ * What is given up: between the refusal and the next execute or wait,
+ * the tasks wait with no drain on the target; a caller that waits on one
+ * of them otherwise (a future, an event) waits that long.
  *
  * --- Termination and destroy ---
  * The serial is terminated once shut down with `wip` at 0: every accepted
  * task has run or was taken back. A drain may still be on its way out, or
  * still queued on a target nobody runs (after shutdown_now took its tasks):
- * termination does not wait for it. Instead every drain in flight holds a
- * reference: `life` counts drains (bits 0-7), a DETACHED bit set by
- * destroy (bit 8), a bit flipped by shutdown, shutdown_now and the end of
- * work (bit 9), and the threads in await_termination (bits 32-63; the
- * loop is await_internal.h, shared with striped.c). Whoever leaves `life`
- * with no drain and DETACHED frees the serial: destroy if no drain is in
- * flight, else the last drain. A drain
- * the target drops unrun (a manual executor's destroy, a pool's
- * shutdown_now with no on_pending) releases its reference through
- * serex__hand_back. An awaiter counts itself in `life` before it looks;
- * a drain that takes `wip` to 0 then looks for waiters and bumps the
- * generation: all four seq_cst, so either the drain sees the waiter or the
- * waiter sees `wip` at 0 (no lost wake-up), and with no waiter the end of
- * a drain costs no system call. Termination is judged from one load of
- * `ctl` (SHUT, and no execute in flight), then `wip` (serial_state).
+ * termination does not wait for it. Instead every drain in flight holds
+ * the serial (life_internal.h's life word: holders, DETACHED, the
+ * generation awaiters park on, their count): a producer or a claimer of
+ * the owed drain holds before it submits, and the hold passes to the drain
+ * (or is released when the target refuses). The last of {the last
+ * release, destroy's detach} frees the serial: destroy if no drain is in
+ * flight, else the last drain. A drain the target drops unrun (a manual
+ * executor's destroy, a pool's shutdown_now with no on_pending) releases
+ * its hold through serex__hand_back. An awaiter counts itself in the life
+ * word before it looks; a drain that takes `wip` to 0 then looks for
+ * waiters and bumps the generation: all four seq_cst, so either the drain
+ * sees the waiter or the waiter sees `wip` at 0 (no lost wake-up), and
+ * with no waiter the end of a drain costs no system call. Termination is
+ * judged from one load of the entry word (SHUT, and no call in flight),
+ * then `wip` (serial_state).
  *
  * --- A bounded serial: the waiting count ---
  * With queue_capacity set (`capacity`), `waiting` counts the places taken:
@@ -87,7 +111,7 @@
  * place of each task it pops, after the pop and before the task runs (so
  * a task may submit to its own full serial: its own place is free);
  * shutdown_now (and destroy) frees the places of the tasks it takes back,
- * and serial_refused the place of the task it gives back. Nothing else in
+ * and serial_take_back the place of the task it gives back. Nothing else in
  * the drain protocol looks at `waiting`, so the argument above stands.
  *
  *   producer: w = waiting; while (w < capacity) CAS(w -> w + 1): placed;
@@ -112,7 +136,10 @@
  * argument). A refusal at the cap calls serex__room_full, so
  * serex_execute_wait parks rather than polls; shutdown, shutdown_now and
  * BROKEN call serex__room_wake, so a waiter retries and hears
- * SEREX_EREJECTED. An unbounded serial never touches `waiting`: it pays one
+ * SEREX_EREJECTED. While a drain is owed nothing frees a place; the
+ * target that said full signals room when it frees one of its own (the
+ * room's words are the process's), and a waiter's retry, refused at the
+ * cap, submits the owed drain (the model's WAITER with REFUSE checks it). An unbounded serial never touches `waiting`: it pays one
  * predictable branch in execute and one per drain round. The spin model
  * checks this too (tests/model: CAP, and a waiter in serex_execute_wait).
  *
@@ -145,12 +172,14 @@
  * tests/model/serial_drain.pml is this protocol in Promela, one model step
  * per atomic step here (the MPSC exchange and link apart), and
  * scripts/check_model.sh has spin explore every interleaving of 2-3
- * producers, a target that may refuse, shut down or drop drains, batches
- * of 1-2, shutdown or shutdown_now at any moment and an awaiter (CI stage
- * g). It proves, for those sizes: no accepted task is lost, none both runs
- * and is handed back, none runs after shutdown_now returned it; never two
- * drains at once; order; at most `batch` tasks a visit; no termination
- * reported before every accepted task has run; and that everything ends.
+ * producers, a target that may refuse (full), shut down or drop drains,
+ * batches of 1-2, shutdown or shutdown_now at any moment, an awaiter that
+ * resubmits an owed drain and destroy's wait that does (CI stage g). It
+ * proves, for those sizes: no accepted task is lost, none both runs and
+ * is handed back, none runs after shutdown_now returned it; never two
+ * drains at once (an owed one counted); only a rejection breaks the
+ * serial; order; at most `batch` tasks a visit; no termination reported
+ * before every accepted task has run; and that everything ends.
  * It does not prove the memory orders (spin steps are sequentially
  * consistent: TSan and the stress tests cover those). It found the two
  * faults fixed in serial_state (two loads) and serial_drain (a batch per
@@ -164,6 +193,7 @@
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"
+#include "life_internal.h"
 #include "mpsc_internal.h"
 #include "op_internal.h"
 #include "park_internal.h"
@@ -174,17 +204,14 @@
 #define DEFAULT_BATCH 64u
 #define SETTLING (UINT64_C(1) << 63) /* settled: the drain is settling */
 
-#define CTL_SHUT 1u
-#define CTL_STOP 2u
-#define CTL_BROKEN 4u
-#define CTL_INFLIGHT 8u /* one execute between its check and its increment */
-
-#define LIFE_DRAIN UINT64_C(1)          /* one drain out, not finished */
-#define LIFE_DETACHED (UINT64_C(1) << 8) /* destroyed: the last drain frees */
-#define LIFE_GEN (UINT64_C(1) << 9)     /* something awaiters wait for */
-#define LIFE_WAITER_SHIFT 32            /* bits 32-63: threads in await */
-#define LIFE_WAITER (UINT64_C(1) << LIFE_WAITER_SHIFT)
-#define LIFE_DRAINS(x) ((x) & (LIFE_DETACHED - 1))
+/* The entry word's flags (life_internal.h); above them, calls in flight */
+#define FLAG_SHUT UINT64_C(1)   /* shutdown: execute refuses */
+#define FLAG_STOP UINT64_C(2)   /* shutdown_now: the queue was taken */
+#define FLAG_BROKEN UINT64_C(4) /* the target rejected or dropped a drain */
+#define FLAG_OWED UINT64_C(8)   /* the target was full: a drain is owed */
+_Static_assert((FLAG_SHUT | FLAG_STOP | FLAG_BROKEN | FLAG_OWED) ==
+                   SEREX__ENTRY_FLAGS,
+               "the entry word has four flags");
 
 struct serial {
     serex_executor base;
@@ -195,8 +222,8 @@ struct serial {
 
     /* Producers' line: the queue's tail and the producers' counters. */
     _Alignas(SEREX__CACHELINE) struct serex__task *_Atomic tail;
-    _Atomic uint64_t ctl;   /* CTL_* | in flight */
-    _Atomic uint64_t wip;   /* pushed and not yet accounted for */
+    struct serex__entry entry; /* FLAG_* | calls in flight */
+    _Atomic uint64_t wip;      /* pushed and not yet accounted for */
 
     /* The drain's line: the queue's consumer side. */
     _Alignas(SEREX__CACHELINE) serex__spinlock pop_lock;
@@ -208,7 +235,7 @@ struct serial {
     _Atomic uint64_t taken;     /* handed back or dropped; under pop_lock */
     _Atomic uint64_t rejected;  /* execute calls refused */
 
-    _Atomic uint64_t life;  /* drains | DETACHED | generation | waiters */
+    struct serex__life life; /* drains | DETACHED | generation | waiters */
 
     /* Bounded serials only: places taken (see the essay). Producers and
      * the drain both write it once a task: a line of its own. */
@@ -324,17 +351,14 @@ static uint64_t serial_settle(struct serial *s, unsigned ran)
 /* wip reached 0: wake awaiters, if any (see the essay). */
 static void serial_idle(struct serial *s)
 {
-    serex__await_notify(&s->life, LIFE_GEN, LIFE_WAITER_SHIFT);
+    serex__life_notify(&s->life);
 }
 
-/* A drain is over (run or dropped): its last touch of the serial. */
+/* A drain is over (run, dropped or refused): its last touch of the
+ * serial. The last holder after destroy frees it (life_internal.h). */
 static void serial_drain_exit(struct serial *s)
 {
-    /* acq_rel: the last reference frees; every holder's use before it */
-    uint64_t old = atomic_fetch_sub_explicit(&s->life, LIFE_DRAIN,
-                                             memory_order_acq_rel);
-
-    if (LIFE_DRAINS(old) == 1 && (old & LIFE_DETACHED))
+    if (serex__life_release(&s->life))
         serex__free(s);
 }
 
@@ -380,11 +404,10 @@ static void serial_drain(struct serex__op *op)
  * The target refused the drain that our task started. If ours is still
  * the only task counted, take it back (under pop_lock, so no drain pops
  * meanwhile; once `wip` is 0 again a new producer's push comes after our
- * node): the caller reports the refusal and nothing is queued. Else tasks
- * were queued behind it: keep them all for shutdown_now and refuse new
- * ones (promise 5, docs/contract.md). Returns whether ours was taken back.
+ * node): the caller reports the refusal and nothing is queued. Returns
+ * whether ours was taken back (else tasks were queued behind it).
  */
-static bool serial_refused(struct serial *s)
+static bool serial_take_back(struct serial *s)
 {
     uint64_t one = 1;
     struct serex__task *t = NULL;
@@ -396,18 +419,35 @@ static bool serial_refused(struct serial *s)
                                                 memory_order_relaxed))
         t = serex__mpsc_pop_wait_ends(serial_queue(s)); /* ours: the only one */
     serex__spin_unlock(&s->pop_lock);
-    if (t == NULL) {
-        /* relaxed: BROKEN only makes execute refuse and destroy drop; our
-         * caller's release drop of its in-flight count publishes it to
-         * shutdown_now and destroy */
-        atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
-        serex__room_wake(); /* waiters retry: SEREX_EREJECTED now */
+    if (t == NULL)
         return false;
-    }
     serex__task_free(t);
     if (s->capacity != 0)
         serial_give_back(s, 1); /* nothing queued: its place is free */
     return true;
+}
+
+/*
+ * The target refused a drain with tasks queued (see the essay). Full (or
+ * any passing refusal): the drain is owed, and the next execute,
+ * await_termination or destroy submits it again. Shut down
+ * (SEREX_EREJECTED, for good): the serial is broken, its tasks kept for
+ * shutdown_now (promise 5, docs/contract.md).
+ */
+static void serial_drain_refused(struct serial *s, int rc)
+{
+    if (rc != SEREX_EREJECTED) {
+        /* seq_cst: set before serex__life_notify's look for awaiters,
+         * whose count-then-look is seq_cst too (one sees the other);
+         * release: the refused submission before the claimer's */
+        serex__entry_close(&s->entry, FLAG_OWED, memory_order_seq_cst);
+        serex__life_notify(&s->life); /* awaiters retry it */
+        return;
+    }
+    /* relaxed: BROKEN only makes execute refuse and destroy drop; our
+     * caller's release (its leave, or the drain's exit) publishes it */
+    serex__entry_close(&s->entry, FLAG_BROKEN, memory_order_relaxed);
+    serex__room_wake(); /* waiters retry: SEREX_EREJECTED now */
 }
 
 /* The producer whose increment found wip at 0: start a drain. Returns
@@ -416,13 +456,39 @@ static int serial_start_drain(struct serial *s)
 {
     int rc;
 
-    /* relaxed: ordered before the submission, which the target orders */
-    atomic_fetch_add_explicit(&s->life, LIFE_DRAIN, memory_order_relaxed);
+    /* ordered before the submission, which the target orders */
+    serex__life_hold(&s->life);
     rc = serex__op_submit(s->target, &s->drain);
     if (rc == SEREX_OK)
         return SEREX_OK;
-    serial_drain_exit(s);
-    return serial_refused(s) ? rc : SEREX_OK;
+    serial_drain_exit(s); /* never the last: we are in flight */
+    if (serial_take_back(s))
+        return rc;
+    serial_drain_refused(s, rc);
+    return SEREX_OK;
+}
+
+/*
+ * A drain may be owed: claim it (the one whose RMW clears FLAG_OWED) and
+ * submit it again. The caller is counted in the entry word, so shutdown_now
+ * waits for it and wip cannot reach 0 meanwhile (see the essay).
+ */
+static void serial_retry_owed(struct serial *s)
+{
+    /* acquire: the refused submission before ours (serial_drain_refused);
+     * the entry helper has no clear, so the word is cleared here */
+    uint64_t old = atomic_fetch_and_explicit(&s->entry.word, ~FLAG_OWED,
+                                             memory_order_acquire);
+    int rc;
+
+    if (!(old & FLAG_OWED))
+        return; /* none, or another caller claimed it */
+    serex__life_hold(&s->life);
+    rc = serex__op_submit(s->target, &s->drain);
+    if (rc == SEREX_OK)
+        return;           /* our hold passes to the drain */
+    serial_drain_exit(s); /* never the last: we are in flight */
+    serial_drain_refused(s, rc);
 }
 
 /* --- the executor --- */
@@ -430,8 +496,7 @@ static int serial_start_drain(struct serial *s)
 /* A bounded serial at its cap: @t is not queued (see the essay). */
 static int serial_full(struct serial *s, struct serex__task *t)
 {
-    /* relaxed: we queued nothing, so there is nothing to publish */
-    atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_relaxed);
+    serex__entry_abort(&s->entry); /* we queued nothing */
     serex__task_free(t);
     /* relaxed: a statistic, on the refusing path only */
     atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
@@ -447,28 +512,38 @@ static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
     uint64_t c;
     int rc;
 
-    if (serex__unlikely(t == NULL))
+    if (serex__unlikely(t == NULL)) {
+        /* relaxed: a statistic (every execute not SEREX_OK counts) */
+        atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
         return SEREX_ENOMEM;
-    /* relaxed: the flags and the in-flight count share one modification
-     * order, so shutdown_now either is seen here or waits for us */
-    c = atomic_fetch_add_explicit(&s->ctl, CTL_INFLIGHT, memory_order_relaxed);
-    if (serex__unlikely(c & (CTL_SHUT | CTL_BROKEN))) {
-        atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_relaxed);
+    }
+    /* the flags and the in-flight count share one modification order, so
+     * shutdown_now either is seen here or waits for us (life_internal.h) */
+    c = serex__entry_enter(&s->entry);
+    if (serex__unlikely(c & (FLAG_SHUT | FLAG_BROKEN))) {
+        serex__entry_abort(&s->entry);
         serex__task_free(t);
         /* relaxed: a statistic, on the refusing path only */
         atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
         return SEREX_EREJECTED;
     }
-    if (s->capacity != 0 && !serial_take_place(s))
+    if (s->capacity != 0 && !serial_take_place(s)) {
+        if (serex__unlikely(c & FLAG_OWED))
+            serial_retry_owed(s); /* nothing frees a place until it runs */
         return serial_full(s, t);
+    }
     /* acq_rel: see the essay (the 0 -> 1 hand-over; count, then push) */
     first = atomic_fetch_add_explicit(&s->wip, 1, memory_order_acq_rel) == 0;
     serex__mpsc_push_ends(serial_queue(s), t);
     /* Still counted in flight: shutdown_now, and so await and destroy,
-     * wait until the drain we start holds its reference to the serial. */
-    rc = first ? serial_start_drain(s) : SEREX_OK;
+     * wait until the drain we start (or resubmit) holds its reference. */
+    rc = SEREX_OK;
+    if (first)
+        rc = serial_start_drain(s);
+    else if (serex__unlikely(c & FLAG_OWED))
+        serial_retry_owed(s);
     /* release: our push and increment before shutdown_now's acquire */
-    atomic_fetch_sub_explicit(&s->ctl, CTL_INFLIGHT, memory_order_release);
+    serex__entry_leave(&s->entry);
     if (serex__unlikely(rc != SEREX_OK)) /* relaxed: a statistic */
         atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
     return rc;
@@ -479,9 +554,9 @@ static void serial_shutdown(serex_executor *ex)
     struct serial *s = serial_of(ex);
 
     /* release: nothing but the flag; awaiters re-check after the bump */
-    if (!(atomic_fetch_or_explicit(&s->ctl, CTL_SHUT, memory_order_release) &
-          CTL_SHUT)) {
-        serex__await_bump(&s->life, LIFE_GEN);
+    if (!(serex__entry_close(&s->entry, FLAG_SHUT, memory_order_release) &
+          FLAG_SHUT)) {
+        serex__life_bump(&s->life);
         serex__room_wake(); /* waiters for room retry: SEREX_EREJECTED */
     }
 }
@@ -495,10 +570,9 @@ static struct serex__task *serial_take_all(struct serial *s, size_t *n)
 {
     struct serex__task *first = NULL, **tail = &first;
 
-    /* acquire: pairs with the release drop in serial_execute; at zero every
-     * accepted push is queued and counted in wip */
-    while (atomic_load_explicit(&s->ctl, memory_order_acquire) >= CTL_INFLIGHT)
-        serex__thread_yield();
+    /* acquire: pairs with the release leave in serial_execute; at zero
+     * every accepted push is queued and counted in wip */
+    serex__entry_quiesce(&s->entry);
     /* One hold of pop_lock for the whole queue: the drain cannot start a
      * task behind one we took back (the order promise 2 is about). */
     serex__spin_lock(&s->pop_lock);
@@ -520,10 +594,9 @@ static size_t serial_shutdown_now(serex_executor *ex,
     size_t n;
 
     /* relaxed: serial_take_all's acquire wait orders the flags */
-    atomic_fetch_or_explicit(&s->ctl, CTL_SHUT | CTL_STOP,
-                             memory_order_relaxed);
+    serex__entry_close(&s->entry, FLAG_SHUT | FLAG_STOP, memory_order_relaxed);
     list = serial_take_all(s, &n);
-    serex__await_bump(&s->life, LIFE_GEN);
+    serex__life_bump(&s->life);
     serex__room_wake(); /* waiters for room retry: SEREX_EREJECTED */
     serex__task_hand_back_list(list, on_pending, ctx);
     return n;
@@ -546,38 +619,103 @@ static enum serex__await_state serial_state(struct serial *s)
      * the drain's release, so the tasks' writes are visible once we report
      * termination.
      */
-    uint64_t c = atomic_load_explicit(&s->ctl, memory_order_acquire);
+    uint64_t c = serex__entry_load(&s->entry);
 
-    if (!(c & CTL_SHUT))
+    if (!(c & FLAG_SHUT))
         return SEREX__AWAIT_NOT;
-    if (c >= CTL_INFLIGHT)
+    if (serex__entry_busy(c))
         return SEREX__AWAIT_SOON;
     return atomic_load_explicit(&s->wip, memory_order_seq_cst) == 0
                ? SEREX__AWAIT_DONE
                : SEREX__AWAIT_NOT;
 }
 
-static enum serex__await_state serial_state_cb(void *s)
+/* What one look of an awaiter found (serial_look). */
+struct serial_look {
+    struct serial *s;
+    bool owed; /* not done, and a drain is owed: retry it, then wait on */
+};
+
+static enum serex__await_state serial_look(void *p)
 {
-    return serial_state(s);
+    struct serial_look *look = p;
+    enum serex__await_state st = serial_state(look->s);
+
+    /* relaxed: a hint; serial_retry_owed claims it with an RMW */
+    if (st == SEREX__AWAIT_NOT &&
+        (atomic_load_explicit(&look->s->entry.word, memory_order_relaxed) &
+         (FLAG_OWED | FLAG_STOP | FLAG_BROKEN)) == FLAG_OWED) {
+        look->owed = true;
+        return SEREX__AWAIT_DONE; /* not done: ends serex__await's loop */
+    }
+    return st;
 }
 
+/* An awaiter found a drain owed: submit it, counted in flight as an
+ * execute is. Returns whether one is still owed (the target still full). */
+static bool serial_retry_owed_waiting(struct serial *s)
+{
+    uint64_t c = serex__entry_enter(&s->entry);
+
+    if (c & (FLAG_STOP | FLAG_BROKEN)) { /* taken, or kept for good */
+        serex__entry_abort(&s->entry);
+        return false;
+    }
+    serial_retry_owed(s);
+    c = serex__entry_load(&s->entry);
+    serex__entry_leave(&s->entry);
+    return (c & FLAG_OWED) != 0;
+}
+
+/* What is left of @timeout_ns, whose deadline is @deadline. */
+static int64_t serial_left(int64_t timeout_ns, int64_t deadline)
+{
+    int64_t now;
+
+    if (timeout_ns == SEREX_FOREVER)
+        return SEREX_FOREVER;
+    now = serex__now_ns();
+    return deadline > now ? deadline - now : 0;
+}
+
+/*
+ * await_termination: serex__life_await, which ends early when a drain is
+ * owed: nothing would wake us when the target has room, so we retry it
+ * here, and while the target stays full, look again every millisecond.
+ */
 static int serial_await(serex_executor *ex, int64_t timeout_ns)
 {
     struct serial *s = serial_of(ex);
-    const struct serex__await a = {
-        &s->life, LIFE_WAITER, LIFE_WAITER_SHIFT, UINT32_MAX,
-        serial_state_cb, s,
-    };
+    int64_t deadline = serex__deadline(timeout_ns);
 
-    return serex__await(&a, timeout_ns);
+    for (;;) {
+        struct serial_look look = {s, false};
+        int rc = serex__life_await(&s->life, serial_look, &look,
+                                   serial_left(timeout_ns, deadline));
+        int64_t now;
+
+        if (!look.owed)
+            return rc;
+        if (serial_retry_owed_waiting(s)) { /* still full: a nap */
+            /* relaxed: a bump (shutdown_now, the drain's end) ends it */
+            uint64_t v = atomic_load_explicit(&s->life.word,
+                                              memory_order_relaxed);
+
+            now = serex__now_ns();
+            if (now >= deadline)
+                return SEREX_ETIMEDOUT;
+            (void)serex__park_wait64(&s->life.word, v,
+                                     deadline - now > SEREX__AWAIT_POLL_NS
+                                         ? now + SEREX__AWAIT_POLL_NS
+                                         : deadline);
+        }
+    }
 }
 
 static bool serial_broken(serex_executor *ex)
 {
-    /* relaxed: a hint; serex__wrapper_settle looks again after waiting */
-    return atomic_load_explicit(&serial_of(ex)->ctl, memory_order_relaxed) &
-           CTL_BROKEN;
+    /* a hint; serex__wrapper_settle looks again after waiting */
+    return serex__entry_load(&serial_of(ex)->entry) & FLAG_BROKEN;
 }
 
 static void serial_drop_all(serex_executor *ex)
@@ -591,13 +729,9 @@ static void serial_drop_all(serex_executor *ex)
 static void serial_destroy(serex_executor *ex)
 {
     struct serial *s = serial_of(ex);
-    uint64_t old;
 
     serex__wrapper_settle(ex, s->target, serial_broken, serial_drop_all);
-    /* acq_rel: as in serial_drain_exit; the last holder frees */
-    old = atomic_fetch_or_explicit(&s->life, LIFE_DETACHED,
-                                   memory_order_acq_rel);
-    if (LIFE_DRAINS(old) == 0)
+    if (serex__life_detach(&s->life)) /* else the last drain frees */
         serex__free(s);
 }
 
@@ -617,7 +751,7 @@ static void serial_drain_dropped(struct serex__op *op,
     /* relaxed: BROKEN only makes execute refuse, and destroy drop what is
      * queued; the drain's exit below (acq_rel) orders it for the last
      * reference's holder */
-    atomic_fetch_or_explicit(&s->ctl, CTL_BROKEN, memory_order_relaxed);
+    serex__entry_close(&s->entry, FLAG_BROKEN, memory_order_relaxed);
     serex__room_wake(); /* waiters for room retry: SEREX_EREJECTED */
     serial_drain_exit(s);
 }

@@ -11,7 +11,9 @@
  * reported race, and a task run out of its producer's order is counted.
  * Promise 1 is checked exactly: per producer, the tasks read "ran" for a
  * prefix, then "handed back" for the rest of what was accepted, then
- * nothing for what was rejected; never twice, never lost.
+ * nothing for what was rejected; never twice, never lost. Serials and
+ * limiters on a small bounded pool check that a full target's refusals
+ * cost only the lone task they give back (the owed drain).
  */
 #include "test_util.h"
 
@@ -221,6 +223,147 @@ static void stress_serial_on_serial_never_overlaps(void **state)
     check_serial_order(f, NTASKS);
 }
 
+/* --- a bounded pool under many serials: passing refusals --- */
+
+#define FULL_WRAPPERS 8
+#define FULL_PER_PRODUCER 8000
+
+/* One wrapper's plain state: its order guards it. */
+struct full_lane {
+    long total;
+    long disorder;
+    size_t next[PRODUCERS];
+};
+
+struct full_item {
+    struct full_lane *lane;
+    unsigned producer;
+    size_t seq; /* in its producer's sequence for this wrapper */
+};
+
+struct full_race {
+    serex_executor *pool;
+    serex_executor *wrappers[FULL_WRAPPERS];
+    struct full_lane lanes[FULL_WRAPPERS];
+    struct full_item *items; /* producer p's i-th is p*PER+i */
+    serex__thread threads[PRODUCERS];
+    _Atomic int go;
+    atomic_long full;  /* SEREX_EFULL answers: the lone task taken back */
+    atomic_long other; /* anything but SEREX_OK or SEREX_EFULL */
+};
+
+struct full_producer {
+    struct full_race *race;
+    unsigned id;
+};
+
+static void full_task(void *arg)
+{
+    struct full_item *it = arg;
+    struct full_lane *lane = it->lane;
+
+    lane->total++;
+    if (it->seq < lane->next[it->producer])
+        lane->disorder++;
+    lane->next[it->producer] = it->seq + 1;
+}
+
+static int full_producer_main(void *arg)
+{
+    struct full_producer *pr = arg;
+    struct full_race *race = pr->race;
+
+    while (!atomic_load_explicit(&race->go, memory_order_acquire))
+        serex__thread_yield();
+    for (size_t i = 0; i < FULL_PER_PRODUCER; i++) {
+        struct full_item *it = &race->items[pr->id * FULL_PER_PRODUCER + i];
+        serex_executor *w = race->wrappers[i % FULL_WRAPPERS];
+        int rc;
+
+        /* a full pool refuses the drain of a lone task: it comes back to
+         * us (nothing queued), and we offer it again */
+        while ((rc = serex_execute(w, full_task, it)) == SEREX_EFULL) {
+            atomic_fetch_add(&race->full, 1);
+            serex__thread_yield();
+        }
+        if (rc != SEREX_OK)
+            atomic_fetch_add(&race->other, 1);
+    }
+    return 0;
+}
+
+/*
+ * Eight wrappers (serials, or limiters of 1) on a pool of 2 threads that
+ * holds at most 2 waiting tasks: their drains are refused again and again,
+ * often with a second producer's task already queued behind the first.
+ * That costs only the lone task, given back: every execute ends SEREX_OK
+ * (after retries of SEREX_EFULL), never SEREX_EREJECTED (a broken
+ * wrapper, as before the owed drain); each destroy submits a drain still
+ * owed and returns once every task ran; and each wrapper ran exactly its
+ * tasks, each producer's in order.
+ */
+static void full_race_run(bool limiter)
+{
+    serex_pool_config cfg = {
+        .threads = 2, .queue_capacity = 2, .name = "stress-full"};
+    struct full_producer prs[PRODUCERS];
+    struct full_race *race = calloc(1, sizeof *race);
+
+    assert_non_null(race);
+    race->items = calloc((size_t)PRODUCERS * FULL_PER_PRODUCER,
+                         sizeof *race->items);
+    assert_non_null(race->items);
+    assert_int_equal(serex_pool_create(&cfg, &race->pool), SEREX_OK);
+    for (unsigned w = 0; w < FULL_WRAPPERS; w++) {
+        serex_serial_config scfg = {.batch = 4};
+
+        assert_int_equal(
+            limiter
+                ? serex_limiter_create(race->pool, 1, &race->wrappers[w])
+                : serex_serial_create(race->pool, &scfg, &race->wrappers[w]),
+            SEREX_OK);
+    }
+    for (unsigned p = 0; p < PRODUCERS; p++)
+        for (size_t i = 0; i < FULL_PER_PRODUCER; i++)
+            race->items[p * FULL_PER_PRODUCER + i] = (struct full_item){
+                &race->lanes[i % FULL_WRAPPERS], p, i / FULL_WRAPPERS};
+    for (unsigned p = 0; p < PRODUCERS; p++) {
+        prs[p] = (struct full_producer){race, p};
+        assert_int_equal(
+            serex__thread_start(&race->threads[p], full_producer_main, &prs[p]),
+            SEREX_OK);
+    }
+    atomic_store_explicit(&race->go, 1, memory_order_release);
+    for (unsigned p = 0; p < PRODUCERS; p++)
+        serex__thread_join(race->threads[p]);
+    assert_int_equal(atomic_load(&race->other), 0);
+    for (unsigned w = 0; w < FULL_WRAPPERS; w++)
+        assert_int_equal(serex_destroy(race->wrappers[w]), SEREX_OK);
+    /* plain reads after destroy: TSan checks the happens-before */
+    for (unsigned w = 0; w < FULL_WRAPPERS; w++) {
+        assert_int_equal(race->lanes[w].total,
+                         PRODUCERS * FULL_PER_PRODUCER / FULL_WRAPPERS);
+        assert_int_equal(race->lanes[w].disorder, 0);
+    }
+    print_message("  %ld lone tasks given back by a full pool\n",
+                  atomic_load(&race->full));
+    assert_int_equal(serex_destroy(race->pool), SEREX_OK);
+    free(race->items);
+    free(race);
+}
+
+static void stress_serial_full_pool_costs_only_lone_tasks(void **state)
+{
+    (void)state;
+    full_race_run(false);
+}
+
+static void stress_limiter_full_pool_costs_only_lone_tasks(void **state)
+{
+    (void)state;
+    full_race_run(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -231,6 +374,8 @@ int main(void)
         T(stress_serial_shutdown_now_racing_execute_loses_nothing),
         T(stress_serial_on_serial_never_overlaps),
 #undef T
+        cmocka_unit_test(stress_serial_full_pool_costs_only_lone_tasks),
+        cmocka_unit_test(stress_limiter_full_pool_costs_only_lone_tasks),
     };
 
     return cmocka_run_group_tests_name("stress_serial", tests, NULL, NULL);

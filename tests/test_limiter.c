@@ -769,6 +769,215 @@ static void limiter_target_refusing_while_a_runner_works_accepts(void **state)
     f->lim[0] = NULL;
 }
 
+/*
+ * A bounded target that is full for a moment: it refuses the next
+ * `refusals` submissions with SEREX_EFULL and passes the rest to `inner`.
+ * At its first refusal a racing producer's task (`racer`) enters the
+ * limiter, queued behind the task whose runner is being refused, as a
+ * second producer would between the first one's count and its runner's
+ * submission.
+ */
+struct full_target {
+    serex_executor base;
+    serex_executor *inner;
+    serex_executor *lim;
+    struct item *racer;
+    atomic_int refusals;
+    atomic_int calls;
+};
+
+static struct full_target *full_of(serex_executor *ex)
+{
+    return (struct full_target *)(void *)ex;
+}
+
+static int full_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct full_target *ft = full_of(ex);
+    struct item *racer = ft->racer;
+
+    atomic_fetch_add(&ft->calls, 1);
+    if (atomic_load(&ft->refusals) > 0) {
+        atomic_fetch_sub(&ft->refusals, 1);
+        if (racer != NULL) {
+            ft->racer = NULL;
+            assert_int_equal(serex_execute(ft->lim, log_task, racer), SEREX_OK);
+        }
+        return SEREX_EFULL;
+    }
+    return serex_execute(ft->inner, fn, arg);
+}
+
+static void full_shutdown(serex_executor *ex)
+{
+    serex_shutdown(full_of(ex)->inner);
+}
+
+static size_t full_shutdown_now(serex_executor *ex, serex_pending_fn p,
+                                void *ctx)
+{
+    return serex_shutdown_now(full_of(ex)->inner, p, ctx);
+}
+
+static int full_await(serex_executor *ex, int64_t timeout_ns)
+{
+    return serex_await_termination(full_of(ex)->inner, timeout_ns);
+}
+
+static void full_destroy(serex_executor *ex)
+{
+    (void)ex; /* the test owns it and its inner executor */
+}
+
+static const serex_executor_ops full_ops = {
+    full_execute, full_shutdown, full_shutdown_now, full_await, full_destroy};
+
+static void full_init(struct full_target *ft, serex_executor *inner,
+                      int refusals, struct item *racer)
+{
+    memset(ft, 0, sizeof *ft);
+    ft->base.ops = &full_ops;
+    ft->inner = inner;
+    ft->racer = racer;
+    atomic_store(&ft->refusals, refusals);
+}
+
+static void destroy_lim0(struct fixture *f)
+{
+    assert_int_equal(serex_destroy(f->lim[0]), SEREX_OK);
+    f->lim[0] = NULL;
+}
+
+/*
+ * A passing refusal: the target is full while a second task queues
+ * behind the first, and no runner is left (a limiter of 1; of 2, the
+ * second task's own runner refused too). Both tasks are kept (SEREX_OK),
+ * a runner is owed, and the next execute starts it: the limiter goes on,
+ * in order, losing nothing (limiter.h: a full target costs the lone task
+ * at most).
+ */
+static void limiter_target_full_with_a_task_behind_goes_on(void **state)
+{
+    struct fixture *f = *state;
+
+    for (unsigned max = 1; max <= 2; max++) {
+        struct full_target ft;
+        serex_executor *l;
+        serex_stats st;
+
+        f->nlog = 0;
+        full_init(&ft, f->manual, (int)max, &f->items[1]);
+        l = make_limiter(f, 0, &ft.base, max);
+        ft.lim = l;
+        assert_int_equal(serex_execute(l, log_task, &f->items[0]), SEREX_OK);
+        assert_int_equal(atomic_load(&ft.refusals), 0);
+        assert_false(serex_manual_run_one(f->manual)); /* none: owed */
+        /* the next execute takes a slot and starts a runner */
+        assert_int_equal(serex_execute(l, log_task, &f->items[2]), SEREX_OK);
+        test_run_all(f->manual);
+        assert_logged_in_order(f, 3);
+        /* and it is a limiter as before */
+        assert_int_equal(serex_execute(l, log_task, &f->items[3]), SEREX_OK);
+        assert_int_equal(serex_execute(l, log_task, &f->items[4]), SEREX_OK);
+        test_run_all(f->manual);
+        assert_logged_in_order(f, 5);
+        st = stats_of(l);
+        assert_int_equal(st.submitted, 5);
+        assert_int_equal(st.completed, 5);
+        assert_int_equal(st.queued, 0);
+        assert_int_equal(st.rejected, 0);
+        destroy_lim0(f); /* before ft goes out of scope */
+    }
+}
+
+/* Shut down with a runner owed: await_termination starts it (a look with
+ * timeout 0 too), and ends once the tasks ran. */
+static void limiter_await_starts_an_owed_runner(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *l;
+
+    full_init(&ft, f->manual, 1, &f->items[1]);
+    l = make_limiter(f, 0, &ft.base, 1);
+    ft.lim = l;
+    assert_int_equal(serex_execute(l, log_task, &f->items[0]), SEREX_OK);
+    serex_shutdown(l);
+    assert_int_equal(serex_execute(l, never_task, f), SEREX_EREJECTED);
+    assert_int_equal(serex_await_termination(l, 0), SEREX_ETIMEDOUT);
+    assert_int_equal(atomic_load(&ft.calls), 2); /* a runner submitted */
+    assert_int_equal(serex_await_termination(l, 0), SEREX_ETIMEDOUT);
+    assert_int_equal(atomic_load(&ft.calls), 2); /* once */
+    test_run_all(f->manual);
+    assert_logged_in_order(f, 2);
+    assert_int_equal(serex_await_termination(l, 0), SEREX_OK);
+    destroy_lim0(f);
+}
+
+/* shutdown_now with a runner owed hands every task back, in order. */
+static void limiter_shutdown_now_hands_back_with_a_runner_owed(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *l;
+
+    full_init(&ft, f->manual, 1, &f->items[1]);
+    l = make_limiter(f, 0, &ft.base, 1);
+    ft.lim = l;
+    assert_int_equal(serex_execute(l, never_task, &f->items[0]), SEREX_OK);
+    assert_int_equal(serex_shutdown_now(l, test_pending_cb, &f->pending), 2);
+    assert_ptr_equal(f->pending.args[0], &f->items[0]);
+    assert_ptr_equal(f->pending.args[1], &f->items[1]);
+    assert_int_equal(serex_await_termination(l, 0), SEREX_OK);
+    assert_int_equal(atomic_load(&ft.calls), 1);
+    assert_false(serex_manual_run_one(f->manual));
+    destroy_lim0(f);
+}
+
+/*
+ * On a pool, the target full for its first three submissions: destroy
+ * (no execute comes after the refusal) starts the owed runner while it
+ * waits, and every task runs, in order.
+ */
+static void limiter_destroy_retries_an_owed_runner_until_it_runs(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *l;
+
+    make_pool(f, 1);
+    full_init(&ft, f->pool, 3, &f->items[1]);
+    l = make_limiter(f, 0, &ft.base, 1);
+    ft.lim = l;
+    assert_int_equal(serex_execute(l, log_task, &f->items[0]), SEREX_OK);
+    destroy_lim0(f);
+    assert_int_equal(atomic_load(&ft.refusals), 0);
+    assert_logged_in_order(f, 2);
+}
+
+/* The target refuses with SEREX_EREJECTED at the retry: shut down for
+ * good, so the limiter breaks as before, and destroy drops what it kept. */
+static void limiter_owed_runner_rejected_at_retry_breaks(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *l;
+    serex_future *fu = NULL;
+
+    full_init(&ft, f->manual, 1, &f->items[1]);
+    l = make_limiter(f, 0, &ft.base, 1);
+    ft.lim = l;
+    assert_int_equal(serex_submit(l, count_call, &f->items[0], &fu), SEREX_OK);
+    serex_shutdown(f->manual);
+    assert_int_equal(serex_execute(l, never_task, f), SEREX_OK); /* kept */
+    assert_int_equal(serex_execute(l, never_task, f), SEREX_EREJECTED);
+    destroy_lim0(f);
+    assert_int_equal(serex_future_wait(fu, 0), SEREX_ECANCELED);
+    assert_int_equal(atomic_load(&f->calls), 0);
+    assert_int_equal(f->nlog, 0);
+    serex_future_release(fu);
+}
+
 static void limiter_destroy_with_kept_tasks_drops_them(void **state)
 {
     struct fixture *f = *state;
@@ -1286,8 +1495,10 @@ static void limiter_execute_allocation_failure_is_enomem_and_queues_nothing(
     assert_true(serex_manual_run_one(f->manual));
     assert_false(serex_manual_run_one(f->manual));
     assert_logged_in_order(f, 2);
-    /* and the failures did not shut anything down */
+    /* and the failures did not shut anything down; each counts as
+     * rejected (executor.h: every execute that did not return SEREX_OK) */
     assert_int_equal(stats_of(l).submitted, 2);
+    assert_int_equal(stats_of(l).rejected, 3);
     serex_shutdown(l);
     assert_int_equal(serex_await_termination(l, 0), SEREX_OK);
 }
@@ -1346,6 +1557,11 @@ int main(void)
         T(limiter_target_rejects_resubmission_runner_keeps_running),
         T(limiter_runners_dropped_by_the_target_keep_its_tasks),
         T(limiter_destroy_on_terminated_pool_does_not_hang),
+        T(limiter_target_full_with_a_task_behind_goes_on),
+        T(limiter_await_starts_an_owed_runner),
+        T(limiter_shutdown_now_hands_back_with_a_runner_owed),
+        T(limiter_destroy_retries_an_owed_runner_until_it_runs),
+        T(limiter_owed_runner_rejected_at_retry_breaks),
         T(limiter_await_and_destroy_from_own_task_is_edeadlk),
         T(limiter_await_and_destroy_from_target_task_is_edeadlk),
         T(limiter_await_and_destroy_from_own_task_on_pool_is_edeadlk),

@@ -696,6 +696,275 @@ static void serial_destroy_on_terminated_pool_does_not_hang(void **state)
     f->ser[0] = NULL;
 }
 
+/*
+ * A bounded target that is full for a moment: it refuses the next
+ * `refusals` submissions with SEREX_EFULL and passes the rest to `inner`.
+ * At its first refusal a racing producer's task (`racer`) enters the
+ * serial, queued behind the task whose drain is being refused, as a
+ * second producer would between the first one's count and its drain's
+ * submission.
+ */
+struct full_target {
+    serex_executor base;
+    serex_executor *inner;
+    serex_executor *serial;
+    struct item *racer;
+    atomic_int refusals;
+    atomic_int calls;
+};
+
+static struct full_target *full_of(serex_executor *ex)
+{
+    return (struct full_target *)(void *)ex;
+}
+
+static int full_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct full_target *ft = full_of(ex);
+    struct item *racer = ft->racer;
+
+    atomic_fetch_add(&ft->calls, 1);
+    if (atomic_load(&ft->refusals) > 0) {
+        atomic_fetch_sub(&ft->refusals, 1);
+        if (racer != NULL) {
+            ft->racer = NULL;
+            /* queued behind: wip was 1, so it starts no drain */
+            assert_int_equal(serex_execute(ft->serial, log_task, racer),
+                             SEREX_OK);
+        }
+        return SEREX_EFULL;
+    }
+    return serex_execute(ft->inner, fn, arg);
+}
+
+static void full_shutdown(serex_executor *ex)
+{
+    serex_shutdown(full_of(ex)->inner);
+}
+
+static size_t full_shutdown_now(serex_executor *ex, serex_pending_fn p,
+                                void *ctx)
+{
+    return serex_shutdown_now(full_of(ex)->inner, p, ctx);
+}
+
+static int full_await(serex_executor *ex, int64_t timeout_ns)
+{
+    return serex_await_termination(full_of(ex)->inner, timeout_ns);
+}
+
+static void full_destroy(serex_executor *ex)
+{
+    (void)ex; /* the test owns it and its inner executor */
+}
+
+static const serex_executor_ops full_ops = {
+    full_execute, full_shutdown, full_shutdown_now, full_await, full_destroy,
+};
+
+static void full_init(struct full_target *ft, serex_executor *inner,
+                      int refusals, struct item *racer)
+{
+    memset(ft, 0, sizeof *ft);
+    ft->base.ops = &full_ops;
+    ft->inner = inner;
+    ft->racer = racer;
+    atomic_store(&ft->refusals, refusals);
+}
+
+static void destroy_ser0(struct fixture *f)
+{
+    assert_int_equal(serex_destroy(f->ser[0]), SEREX_OK);
+    f->ser[0] = NULL;
+}
+
+static void assert_logged(struct fixture *f, const size_t *want, size_t n)
+{
+    assert_int_equal(f->nlog, n);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(f->log[i], want[i]);
+}
+
+/*
+ * A passing refusal: the target is full once, while a second task queues
+ * behind the first. Both are kept (SEREX_OK), the drain is owed, and the
+ * next execute submits it again: the serial goes on, in order, losing
+ * nothing (serial.h: a full target costs the lone task at most).
+ */
+static void serial_target_full_once_with_a_task_behind_goes_on(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *s;
+    serex_stats st;
+    const size_t want[] = {0, 1, 2, 3, 4};
+
+    full_init(&ft, f->manual, 1, &f->items[1]);
+    s = make_serial(f, 0, &ft.base, 0);
+    ft.serial = s;
+    assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
+    assert_int_equal(atomic_load(&ft.refusals), 0);
+    assert_false(serex_manual_run_one(f->manual)); /* no drain: owed */
+    /* the next execute submits the owed drain */
+    assert_int_equal(serex_execute(s, log_task, &f->items[2]), SEREX_OK);
+    assert_int_equal(atomic_load(&ft.calls), 2);
+    assert_true(serex_manual_run_one(f->manual));
+    assert_false(serex_manual_run_one(f->manual));
+    assert_logged(f, want, 3);
+    /* and it is a serial as before */
+    assert_int_equal(serex_execute(s, log_task, &f->items[3]), SEREX_OK);
+    assert_int_equal(serex_execute(s, log_task, &f->items[4]), SEREX_OK);
+    test_run_all(f->manual);
+    assert_logged(f, want, 5);
+    st = stats_of_ex(s);
+    assert_int_equal(st.submitted, 5);
+    assert_int_equal(st.completed, 5);
+    assert_int_equal(st.queued, 0);
+    assert_int_equal(st.rejected, 0);
+    destroy_ser0(f); /* before ft goes out of scope */
+}
+
+/* The same, the target still full at the next execute: the drain stays
+ * owed, and the execute after that submits it. */
+static void serial_target_full_again_keeps_the_drain_owed(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *s;
+    const size_t want[] = {0, 1, 2, 3};
+
+    full_init(&ft, f->manual, 2, &f->items[1]);
+    s = make_serial(f, 0, &ft.base, 0);
+    ft.serial = s;
+    assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
+    assert_int_equal(serex_execute(s, log_task, &f->items[2]), SEREX_OK);
+    assert_false(serex_manual_run_one(f->manual)); /* refused again */
+    assert_int_equal(serex_execute(s, log_task, &f->items[3]), SEREX_OK);
+    assert_int_equal(atomic_load(&ft.calls), 3);
+    test_run_all(f->manual);
+    assert_logged(f, want, 4);
+    destroy_ser0(f); /* before ft goes out of scope */
+}
+
+/* Shut down with the drain owed: await_termination submits it (a look
+ * with timeout 0 too), and ends once the tasks ran. */
+static void serial_await_submits_an_owed_drain(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *s;
+    const size_t want[] = {0, 1};
+
+    full_init(&ft, f->manual, 1, &f->items[1]);
+    s = make_serial(f, 0, &ft.base, 0);
+    ft.serial = s;
+    assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
+    serex_shutdown(s);
+    assert_int_equal(serex_execute(s, never_task, f), SEREX_EREJECTED);
+    assert_int_equal(serex_await_termination(s, 0), SEREX_ETIMEDOUT);
+    assert_int_equal(atomic_load(&ft.calls), 2); /* resubmitted */
+    assert_int_equal(serex_await_termination(s, 0), SEREX_ETIMEDOUT);
+    assert_int_equal(atomic_load(&ft.calls), 2); /* once */
+    test_run_all(f->manual);
+    assert_logged(f, want, 2);
+    assert_int_equal(serex_await_termination(s, 0), SEREX_OK);
+    destroy_ser0(f); /* before ft goes out of scope */
+}
+
+/* shutdown_now with the drain owed hands every task back, in order. */
+static void serial_shutdown_now_hands_back_an_owed_drains_tasks(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *s;
+
+    full_init(&ft, f->manual, 1, &f->items[1]);
+    s = make_serial(f, 0, &ft.base, 0);
+    ft.serial = s;
+    assert_int_equal(serex_execute(s, never_task, &f->items[0]), SEREX_OK);
+    assert_int_equal(serex_shutdown_now(s, test_pending_cb, &f->pending), 2);
+    assert_ptr_equal(f->pending.args[0], &f->items[0]);
+    assert_ptr_equal(f->pending.args[1], &f->items[1]);
+    assert_int_equal(serex_await_termination(s, 0), SEREX_OK);
+    assert_int_equal(atomic_load(&ft.calls), 1);
+    assert_false(serex_manual_run_one(f->manual));
+    destroy_ser0(f); /* before ft goes out of scope */
+}
+
+/*
+ * A bounded serial, full, with its drain owed: an execute refused by the
+ * serial's own cap still submits the drain (else nothing would free a
+ * place, and serex_execute_wait would wait for ever).
+ */
+static void serial_bounded_full_submits_an_owed_drain(void **state)
+{
+    struct fixture *f = *state;
+    serex_serial_config cfg = {.queue_capacity = 2};
+    struct full_target ft;
+    serex_executor *s;
+    const size_t want[] = {0, 1, 2};
+
+    full_init(&ft, f->manual, 1, &f->items[1]);
+    assert_int_equal(serex_serial_create(&ft.base, &cfg, &f->ser[0]), SEREX_OK);
+    s = f->ser[0];
+    ft.serial = s;
+    assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
+    assert_int_equal(serex_execute(s, log_task, &f->items[2]), SEREX_EFULL);
+    assert_int_equal(atomic_load(&ft.calls), 2); /* the drain: resubmitted */
+    assert_true(serex_manual_run_one(f->manual));
+    assert_int_equal(serex_execute(s, log_task, &f->items[2]), SEREX_OK);
+    test_run_all(f->manual);
+    assert_logged(f, want, 3);
+    destroy_ser0(f); /* before ft goes out of scope */
+}
+
+/*
+ * On a pool, the target full for its first three submissions: destroy
+ * (no execute comes after the refusal) retries the owed drain while it
+ * waits, and every task runs, in order.
+ */
+static void serial_destroy_retries_an_owed_drain_until_it_runs(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *s;
+    const size_t want[] = {0, 1};
+
+    make_pool(f, 1);
+    full_init(&ft, f->pool, 3, &f->items[1]);
+    s = make_serial(f, 0, &ft.base, 0);
+    ft.serial = s;
+    assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
+    assert_int_equal(serex_destroy(s), SEREX_OK);
+    f->ser[0] = NULL;
+    assert_int_equal(atomic_load(&ft.refusals), 0);
+    assert_logged(f, want, 2);
+}
+
+/* The target refuses with SEREX_EREJECTED at the retry: shut down for
+ * good, so the serial breaks as before, and destroy drops what it kept. */
+static void serial_owed_drain_rejected_at_retry_breaks(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *s;
+    serex_future *fu = NULL;
+
+    full_init(&ft, f->manual, 1, &f->items[1]);
+    s = make_serial(f, 0, &ft.base, 0);
+    ft.serial = s;
+    assert_int_equal(serex_submit(s, count_call, &f->items[0], &fu), SEREX_OK);
+    serex_shutdown(f->manual);
+    assert_int_equal(serex_execute(s, never_task, f), SEREX_OK); /* kept */
+    assert_int_equal(serex_execute(s, never_task, f), SEREX_EREJECTED);
+    assert_int_equal(serex_destroy(s), SEREX_OK);
+    f->ser[0] = NULL;
+    assert_int_equal(serex_future_wait(fu, 0), SEREX_ECANCELED);
+    assert_int_equal(atomic_load(&f->calls), 0);
+    assert_int_equal(f->nlog, 0);
+    serex_future_release(fu);
+}
+
 /* --- futures --- */
 
 static void serial_cancelled_queued_future_never_runs(void **state)
@@ -1060,6 +1329,9 @@ static void serial_execute_allocation_failure_is_enomem_and_queues_nothing(
     assert_int_equal(f->nlog, 2);
     assert_int_equal(f->log[0], 0);
     assert_int_equal(f->log[1], 1);
+    /* each failure counts as rejected (executor.h), nothing as accepted */
+    assert_int_equal(stats_of_ex(s).rejected, 2);
+    assert_int_equal(stats_of_ex(s).submitted, 2);
     /* and the failure did not shut anything down */
     serex_shutdown(s);
     assert_int_equal(serex_await_termination(s, 0), SEREX_OK);
@@ -1197,6 +1469,13 @@ int main(void)
         T(serial_target_rejects_resubmission_drain_keeps_running),
         T(serial_destroy_with_kept_tasks_drops_them),
         T(serial_destroy_on_terminated_pool_does_not_hang),
+        T(serial_target_full_once_with_a_task_behind_goes_on),
+        T(serial_target_full_again_keeps_the_drain_owed),
+        T(serial_await_submits_an_owed_drain),
+        T(serial_shutdown_now_hands_back_an_owed_drains_tasks),
+        T(serial_bounded_full_submits_an_owed_drain),
+        T(serial_destroy_retries_an_owed_drain_until_it_runs),
+        T(serial_owed_drain_rejected_at_retry_breaks),
         T(serial_cancelled_queued_future_never_runs),
         T(serial_futures_on_pool_complete_in_order),
         T(serial_await_and_destroy_from_own_task_is_edeadlk),

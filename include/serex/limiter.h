@@ -37,10 +37,16 @@ extern "C" {
  *  - else, if the task being submitted is the limiter's only one, execute
  *    returns the target's status and nothing is queued; the limiter stays
  *    usable;
- *  - else tasks are waiting and no runner is left to run them: the
- *    limiter keeps them all (execute says SEREX_OK; they come back from
- *    shutdown_now, and destroy drops them) and refuses new tasks with
- *    SEREX_EREJECTED, as a serial does (promise 5).
+ *  - else tasks are waiting and no runner is left to run them, and
+ *    execute says SEREX_OK (the task is accepted). If @target said
+ *    SEREX_EFULL (or anything but SEREX_EREJECTED), a runner is owed: the
+ *    limiter's next execute starts one, and so do await_termination and
+ *    serex_destroy while they wait (every millisecond while @target stays
+ *    full); until one of those calls, the tasks wait. A full target never
+ *    costs more than that lone task. If it said SEREX_EREJECTED (shut
+ *    down), the limiter keeps them all (they come back from shutdown_now,
+ *    and destroy drops them) and refuses new tasks with SEREX_EREJECTED,
+ *    as a serial does (promise 5).
  * If @target refuses a runner's resubmission, the runner keeps running
  * where it is. Runners that @target takes back or drops (its shutdown_now
  * or destroy) never reach an on_pending (promise 2a); their tasks stay
@@ -55,8 +61,9 @@ extern "C" {
  *            SEREX_ENOMEM (nothing was made).
  * Ownership: the limiter never owns @target; destroy the limiter first.
  *            serex_destroy waits for the limiter's queued and running
- *            tasks; if @target has terminated and can no longer run them,
- *            the queued ones are dropped.
+ *            tasks (starting an owed runner); if @target has terminated or
+ *            rejects the runner and can no longer run them, the queued
+ *            ones are dropped.
  * Threads:   any thread. execute may be called from any number of threads
  *            at once and never blocks (a compare-and-swap and an atomic
  *            exchange per task, and a runner submission to @target when

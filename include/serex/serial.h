@@ -51,9 +51,16 @@ typedef struct serex_serial_config {
  * If @target refuses to start a drain (it is shut down or full, say) and
  * the task being submitted is the serial's only one, execute returns the
  * target's status and nothing is queued; the serial stays usable. If tasks
- * are queued behind it, the serial keeps them all (execute says SEREX_OK:
- * the task is accepted and comes back from shutdown_now) and refuses new
- * tasks with SEREX_EREJECTED (promise 5, docs/contract.md).
+ * are queued behind it, execute says SEREX_OK (the task is accepted) and:
+ *  - if @target said SEREX_EFULL (or anything but SEREX_EREJECTED), the
+ *    drain is owed: the serial's next execute submits it again, and so do
+ *    await_termination and serex_destroy while they wait (every
+ *    millisecond while @target stays full); until one of those calls, the
+ *    queued tasks wait. A full target never costs more than that lone
+ *    task;
+ *  - else (SEREX_EREJECTED: shut down) the serial keeps them all (they
+ *    come back from shutdown_now) and refuses new tasks with
+ *    SEREX_EREJECTED (promise 5, docs/contract.md).
  * shutdown, shutdown_now and await_termination concern the serial's own
  * tasks only, never @target.
  * Bounded (cfg->queue_capacity > 0): execute returns SEREX_EFULL, with
@@ -65,8 +72,9 @@ typedef struct serex_serial_config {
  * Returns:   SEREX_OK; SEREX_EINVAL if target, target->ops or out is NULL;
  *            SEREX_ENOMEM.
  * Ownership: the serial never owns @target; destroy the serial first.
- *            serex_destroy waits for the serial's queued tasks; if @target
- *            has terminated and can no longer run them, they are dropped.
+ *            serex_destroy waits for the serial's queued tasks (submitting
+ *            an owed drain again); if @target has terminated or rejects
+ *            the drain and can no longer run them, they are dropped.
  *            cfg->name is copied: the caller may free it on return.
  * Threads:   any thread. execute may be called from any number of threads
  *            at once; it never blocks (one atomic exchange per task; a

@@ -5,15 +5,18 @@
  *
  * What it proves (tests/model/README.md has the details): in every
  * interleaving of the configurations that scripts/check_model.sh checks
- * (up to 3 producers, 6 tasks, batch 1 or 2, a target that may refuse,
- * shut down or stop, shutdown or shutdown_now, one await_termination look),
- * under sequential consistency: no accepted task is lost, run twice, or
- * both run and handed back; at most one drain owns the queue and one task
- * runs at a time; tasks leave the queue, run and are handed back in push
- * order; a drain runs at most `batch` tasks per visit to the target's
- * thread unless the target refused it; await_termination never reports
- * termination with an accepted task still to run; nothing deadlocks and
- * every counter (wip, the in-flight count, drain references) returns to 0.
+ * (up to 3 producers, 6 tasks, batch 1 or 2, a target that may be full,
+ * shut down or stop, shutdown or shutdown_now, await_termination's looks
+ * and destroy's wait, which resubmit an owed drain), under sequential
+ * consistency: no accepted task is lost, run twice, or both run and
+ * handed back; at most one drain owns the queue and one task runs at a
+ * time, and the target never holds two drains (an owed one counted); a
+ * full target never breaks the serial; tasks leave the queue, run and are
+ * handed back in push order; a drain runs at most `batch` tasks per visit
+ * to the target's thread unless the target refused it; await_termination
+ * never reports termination with an accepted task still to run; nothing
+ * deadlocks and every counter (wip, the in-flight count, drain
+ * references) returns to 0.
  * With CAP (a bounded serial, queue_capacity): the waiting count never
  * passes the cap, nor do the tasks in the queue, every place comes back;
  * and with WAITER, a thread in serex_execute_wait is never left asleep
@@ -43,18 +46,24 @@
  *   NPROD       producers (1-3)               default 2
  *   NTASK       execute calls per producer    default 2
  *   BATCH       the serial's batch            default 1
- *   REFUSE      1: the target may refuse any submission (a bounded pool)
+ *   REFUSE      1: the target may refuse any submission as full (a
+ *               bounded pool, SEREX_EFULL), at most NFULL times in all
+ *   NFULL       the full refusals allowed in a run; default 255: any
+ *               number (the liveness checks need a bound)
  *   TSHUT       1: the target may be shut down (refuses every submission
- *               after; already accepted drains still run)
+ *               after with SEREX_EREJECTED; already accepted drains still
+ *               run)
  *   TSTOP       1: ... or stopped: shutdown_now with no on_pending, which
  *               drops accepted drains that have not started
  *               (serex__serial_drain_dropped)
  *   STOPPER     0: nobody shuts the serial down
  *               1: shutdown_now at a nondeterministic point, or never
  *               2: shutdown at a nondeterministic point, or never
- *   AWAITER     1: a thread looks once, at any moment, as
- *               await_termination does (serial_state: one load of ctl for
- *               SHUT and no execute in flight, then wip)
+ *   AWAITER     1: a thread looks, at any moment, as await_termination
+ *               does (serial_state: one load of ctl for SHUT and no
+ *               execute in flight, then wip); a look that finds a drain
+ *               owed submits it again (serial_retry_owed_waiting) and
+ *               looks again, else the awaiter stops
  *   CAP         the serial's queue_capacity; 0 (default): unbounded, and
  *               the model is exactly the unbounded one
  *   WAITER      1 (with CAP): one more thread submits one task with
@@ -86,6 +95,12 @@
  *                        on the generation it read before its uncounted
  *                        try (a freed place's wake-up is lost: the waiter
  *                        sleeps for ever)
+ *   FULL_BREAKS          a full target breaks the serial, as it did
+ *                        before the owed drain (BROKEN with no rejection)
+ *   OWED_LOOK_THEN_CLEAR serial_retry_owed claims by a load of OWED and a
+ *                        later clear instead of one RMW (two drains)
+ *   OWED_NO_WAIT_RETRY   await_termination and destroy do not submit an
+ *                        owed drain (a task is left with no drain)
  */
 
 #ifndef NPROD
@@ -99,6 +114,12 @@
 #endif
 #ifndef REFUSE
 #define REFUSE 0
+#endif
+#ifndef NFULL
+#define NFULL 255
+#endif
+#if defined(LIVENESS) && REFUSE && NFULL == 255
+#error "LIVENESS with REFUSE needs NFULL: a target full for ever never ends"
 #endif
 #ifndef TSHUT
 #define TSHUT 0
@@ -130,11 +151,12 @@
 #define STUB NT              /* the queue's stub node */
 #define NIL 255
 
-/* ctl: flags, and above them the execute calls in flight */
+/* ctl (the entry word): flags, and above them the calls in flight */
 #define CTL_SHUT 1
 #define CTL_STOP 2
 #define CTL_BROKEN 4
-#define CTL_INFLIGHT 8
+#define CTL_OWED 8     /* the target was full: a drain is owed */
+#define CTL_INFLIGHT 16
 #define FLAG(x, f) (((x) / (f)) % 2 == 1)
 
 /* the target's state */
@@ -152,7 +174,7 @@
 #define BY_NONE 0
 #define BY_DRAIN 1
 #define BY_STOP 2      /* shutdown_now (or the final take, see init) */
-#define BY_REFUSED 3   /* serial_refused: the producer took its own back */
+#define BY_REFUSED 3   /* serial_take_back: the producer took its own back */
 
 /* status[t]: what execute returned (SEREX_EFULL is an error) */
 #define ST_PENDING 0
@@ -176,6 +198,7 @@ byte tstate = T_RUNNING;
 byte waiting;          /* atomic (CAP): places taken */
 byte room_waiters;     /* atomic (executor.c): waiters counted for room */
 byte room_gen;         /* atomic (executor.c): the generation they park on */
+byte fulls;            /* full refusals so far (at most NFULL) */
 
 /* --- ghost state: what the properties talk about --- */
 byte seq[NT];          /* position of the task's push exchange, from 1 */
@@ -193,6 +216,11 @@ bit stop_called;       /* shutdown_now took the queue */
 bit terminated;        /* an awaiter saw termination */
 bit finished;          /* init checked the end state */
 byte inq;              /* tasks pushed (exchange) and not taken out */
+byte ndrain;           /* drains accepted by the target and not done (a
+                        * resubmission passes on the same one; done: its
+                        * subtraction took wip to 0, or it was dropped) */
+bit rejected_seen;     /* the target said SEREX_EREJECTED or dropped a
+                        * drain (the only causes of BROKEN) */
 
 #ifdef LIVENESS
 /* (5) as a liveness property: every run ends, checked end state included
@@ -335,36 +363,72 @@ inline take_place(placed) {
 /* --- the target --- */
 
 /*
+ * The target frees a place some time after it said full (a bounded pool
+ * runs a task): serex__room_made, which wakes a serex_execute_wait
+ * counted by then. Only a waiter listens, so only then is it modelled.
+ */
+proctype troom()
+{
+    room_made()
+}
+
+/*
  * serex_execute(target, serial_drain, s): accepted (a drain process
- * starts, the target runs it some time later) or refused. For a
+ * starts, the target runs it some time later) or refused, as full
+ * (SEREX_EFULL: isfull = true) or shut down (SEREX_EREJECTED). For a
  * resubmission the old drain leaves its loop in the same step.
  */
-inline submit(ok, resub) {
+inline submit(ok, isfull, resub) {
     if
     :: atomic {
            tstate == T_RUNNING ->
            ok = true;
-           if :: resub -> owner-- :: else fi;
+           isfull = false;
+           if
+           :: resub -> owner--
+           :: else -> ndrain++; assert(ndrain == 1) /* (2) one drain */
+           fi;
            run drain()
        }
 #if REFUSE
-    :: tstate == T_RUNNING -> ok = false
+    :: atomic {
+#if NFULL < 255
+           tstate == T_RUNNING && fulls < NFULL ->
+           fulls++;
+#else
+           tstate == T_RUNNING -> /* any number: no count to split states */
 #endif
-    :: tstate != T_RUNNING -> ok = false
+           ok = false; isfull = true;
+#if WAITER
+           run troom()
+#else
+           skip
+#endif
+       }
+#endif
+    :: atomic {
+           tstate != T_RUNNING -> ok = false; isfull = false; rejected_seen = 1
+       }
     fi
 }
 
 /* --- the drain (serial_drain) --- */
 
-/* serial_drain_exit: the drain's reference to the serial goes */
+/* serial_drain_exit: a reference to the serial goes (a drain's, or a
+ * refused submitter's hold) */
 inline drain_exit() {
     atomic { assert(life > 0); life-- }
+}
+
+/* A drain is done for good (wip back at 0, or dropped): ghost */
+inline drain_gone() {
+    assert(ndrain == 1); ndrain--
 }
 
 proctype drain()
 {
     byte nran, left, t, h, nx, r, pv;
-    bool ok;
+    bool ok, isfull;
     byte visit;       /* serial_drain's `visit`: tasks run since the target
                        * gave us this thread, counted after each round */
     byte visit_ran;   /* ghost, for promise 4: tasks started this visit */
@@ -373,7 +437,7 @@ proctype drain()
     /* a target stopped before the drain started drops it:
      * serex__hand_back -> serex__serial_drain_dropped */
     if
-    :: atomic { tstate == T_STOPPED -> skip };
+    :: atomic { tstate == T_STOPPED -> rejected_seen = 1; drain_gone() };
         ctl = ctl | CTL_BROKEN;
 #if CAP
         room_wake();
@@ -401,7 +465,7 @@ proctype drain()
             :: t == NIL -> break
             :: else ->
 #if CAP
-                /* serial_run_bounded: the place is free before the task
+                /* serial_run (bounded): the place is free before the task
                  * runs */
                 give_back(1);
 #endif
@@ -443,7 +507,7 @@ proctype drain()
             WIP_SUB(nran);
             left = wip;
             if
-            :: left == 0 -> owner--
+            :: left == 0 -> owner--; drain_gone()
 #ifdef BATCH_PER_ROUND
             :: else
 #else
@@ -465,10 +529,10 @@ proctype drain()
         if
         :: visit == BATCH ->
 #endif
-            submit(ok, true);
+            submit(ok, isfull, true);
             if
             :: ok -> goto done /* our reference passes on */
-            :: else -> visit = 0; visit_ran = 0 /* refused: we go on */
+            :: else -> visit = 0; visit_ran = 0; isfull = 0 /* refused: go on */
             fi
         :: else
         fi;
@@ -490,8 +554,41 @@ done:
 
 /* --- the producers (serial_execute) --- */
 
-/* serial_refused: the target refused the drain our task started */
-inline refused(mine, taken) {
+/*
+ * serial_drain_refused: the target refused a drain with tasks queued.
+ * Full: the drain is owed (the flag is the only thing that holds it);
+ * shut down: the serial is broken, as before.
+ */
+inline drain_refused(isfull) {
+    if
+#ifdef FULL_BREAKS
+    :: isfull -> ctl = ctl | CTL_BROKEN /* mutation: a full target breaks */
+#if CAP
+        ; room_wake()
+#endif
+#else
+    :: isfull ->
+        atomic {
+            /* the owed drain stands for the one drain: none exists, and
+             * tasks are owed (the caller is in flight, so shutdown_now
+             * has not taken them) */
+            assert(ndrain == 0 && wip > 0 && !FLAG(ctl, CTL_OWED));
+            ctl = ctl | CTL_OWED
+        }
+#endif
+    :: else ->
+        ctl = ctl | CTL_BROKEN;
+#if CAP
+        room_wake()
+#else
+        skip
+#endif
+    fi
+}
+
+/* serial_take_back (and serial_start_drain's end): the target refused
+ * the drain our task started */
+inline refused(mine, taken, isfull) {
     lock();
     atomic {
         if
@@ -509,10 +606,7 @@ inline refused(mine, taken) {
     unlock();
     if
     :: back == NIL ->
-        ctl = ctl | CTL_BROKEN;
-#if CAP
-        room_wake();
-#endif
+        drain_refused(isfull);
         taken = false
     :: else ->
 #if CAP
@@ -523,9 +617,43 @@ inline refused(mine, taken) {
 }
 
 /*
+ * serial_retry_owed: claim the owed drain (one RMW clears OWED; the one
+ * that cleared it submits) and submit it again. The caller is in flight.
+ */
+inline retry_owed() {
+#ifdef OWED_LOOK_THEN_CLEAR
+    claimed = FLAG(ctl, CTL_OWED);  /* mutation: look, then clear */
+    if
+    :: claimed -> atomic { ctl = ctl & ~CTL_OWED }
+    :: else
+    fi;
+#else
+    atomic {
+        claimed = FLAG(ctl, CTL_OWED);
+        if
+        :: claimed -> ctl = ctl - CTL_OWED
+        :: else
+        fi
+    }
+#endif
+    if
+    :: claimed ->
+        atomic { life++ };
+        submit(ok, isfull, false);
+        if
+        :: !ok -> drain_exit(); drain_refused(isfull)
+        :: else
+        fi
+    :: else
+    fi;
+    atomic { claimed = 0; ok = 0; isfull = 0 }
+}
+
+/*
  * serial_execute for task t: res is X_OK, X_ERR or X_FULL (status[t] is
  * ST_OK, or ST_ERROR for both refusals). The caller's locals: c, first,
- * ok, cas, taken, back, prev, placed, and the queue's h, nx, r, pv.
+ * ok, full, owed, claimed, cas, taken, back, prev, placed, and the
+ * queue's h, nx, r, pv.
  */
 inline execute(t, res) {
     atomic { c = ctl; ctl = ctl + CTL_INFLIGHT }
@@ -535,14 +663,21 @@ inline execute(t, res) {
             ctl = ctl - CTL_INFLIGHT; status[t] = ST_ERROR; res = X_ERR; c = 0
         }
     :: else ->
-        c = 0;
+        atomic { owed = FLAG(c, CTL_OWED); c = 0 };
 #if CAP
         take_place(placed);
         if
         :: !placed ->
-            /* serial_full: nothing counted, nothing queued */
+            /* serial_full, after a look at an owed drain (nothing frees
+             * a place until it runs) */
+            if
+            :: owed -> retry_owed()
+            :: else
+            fi;
+            /* nothing counted, nothing queued */
             atomic {
-                ctl = ctl - CTL_INFLIGHT; status[t] = ST_ERROR; res = X_FULL
+                ctl = ctl - CTL_INFLIGHT; status[t] = ST_ERROR; res = X_FULL;
+                owed = 0
             }
         :: else ->
 #endif
@@ -558,14 +693,15 @@ inline execute(t, res) {
         :: first ->
             /* serial_start_drain */
             atomic { life++ };
-            submit(ok, false);
+            submit(ok, isfull, false);
             if
             :: !ok ->
                 drain_exit();
-                refused(t, taken);
+                refused(t, taken, isfull);
                 ok = !taken
             :: else
             fi
+        :: !first && owed -> retry_owed(); ok = true
         :: else
         fi;
         /* the in-flight count drops, and execute returns */
@@ -580,7 +716,8 @@ inline execute(t, res) {
                 assert(!terminated || ran[t] || taker[t] == BY_STOP)
             :: else -> status[t] = ST_ERROR; res = X_ERR
             fi;
-            first = 0; ok = 0; cas = 0; taken = 0; back = 0
+            first = 0; ok = 0; cas = 0; taken = 0; back = 0; isfull = 0;
+            owed = 0
         }
 #if CAP
         fi;
@@ -592,7 +729,7 @@ inline execute(t, res) {
 proctype producer(byte p)
 {
     byte i, t, c, h, nx, r, pv, prev, back, res;
-    bool first, ok, cas, taken, placed;
+    bool first, ok, isfull, owed, claimed, cas, taken, placed;
 
     do
     :: i < NTASK ->
@@ -617,7 +754,7 @@ proctype producer(byte p)
 proctype waiter()
 {
     byte t = NPT, c, h, nx, r, pv, prev, back, res, g;
-    bool first, ok, cas, taken, placed, counted;
+    bool first, ok, isfull, owed, claimed, cas, taken, placed, counted;
 
     g = room_gen;  /* (only the mutation parks on it) */
     execute(t, res);
@@ -732,55 +869,87 @@ proctype target()
 }
 
 /*
+ * serial_retry_owed_waiting: an awaiter (or destroy's wait) that found a
+ * drain owed enters as an execute does, and unless the queue was taken
+ * (STOP) or kept for good (BROKEN) submits the drain again.
+ */
+inline retry_waiting() {
+    atomic { c = ctl; ctl = ctl + CTL_INFLIGHT }
+    if
+    :: FLAG(c, CTL_STOP) || FLAG(c, CTL_BROKEN) -> skip
+    :: else -> retry_owed()
+    fi;
+    atomic { ctl = ctl - CTL_INFLIGHT; c = 0 }
+}
+
+/* An owed drain, as serial_look sees it (its own load of ctl) */
+#define OWED_LOOK (FLAG(ctl, CTL_OWED) && !FLAG(ctl, CTL_STOP) && \
+                   !FLAG(ctl, CTL_BROKEN))
+
+/*
  * await_termination: serial_state (one load of ctl: SHUT and no execute in
- * flight, else not done; then wip == 0). serex__await_loop looks again at
- * once when an execute is in flight, rather than park. One look, at any
- * moment: the looks are read-only, so a failed look changes nothing and a
- * later one is the same as a first one made then; whether the awaiter
- * parks and is woken in time (the generation in `life`) is not modelled.
+ * flight, else not done; then wip == 0). serex__await_loop looks again
+ * at once when an execute is in flight, rather than park. A look that is
+ * not done and finds a drain owed (serial_look, a load of its own) submits
+ * it again and looks again; any other look is the last. Looks are
+ * read-only, so a failed look changes nothing and a later one is the same
+ * as a first one made then; whether the awaiter parks and is woken in
+ * time (the generation in `life`) is not modelled.
  */
 proctype awaiter()
 {
     bool quiet;   /* what the loads so far say; a look that fails stops */
-    byte i;
+    bool owed, ok, isfull, claimed;
+    byte i, c;
 
+    do
+    :: 
 #ifdef AWAIT_TWO_LOADS
-    /* mutation, the old awaiter: SHUT, then wip == 0, then in flight */
-    quiet = FLAG(ctl, CTL_SHUT);
-    if
-    :: quiet -> quiet = (wip == 0)
-    :: else
-    fi;
-    if
-    :: quiet -> quiet = (ctl < CTL_INFLIGHT)
-    :: else
-    fi;
-#else
-    /* serial_state: SHUT and not submitting from one load of ctl ... */
-    quiet = FLAG(ctl, CTL_SHUT) && ctl < CTL_INFLIGHT;
-    /* ... then wip */
-    if
-    :: quiet -> quiet = (wip == 0)
-    :: else
-    fi;
-#endif
-    d_step {
+        /* mutation, the old awaiter: SHUT, then wip == 0, then in flight */
+        quiet = FLAG(ctl, CTL_SHUT);
         if
-        :: quiet ->
-            /* SEREX_OK: every accepted task has run or was taken */
-            terminated = 1;
-            assert(running == 0);
-            i = 0;
-            do
-            :: i < NT ->
-                assert(status[i] != ST_OK || ran[i] || taker[i] == BY_STOP);
-                i++
-            :: else -> break
-            od
-        :: else    /* SEREX_ETIMEDOUT */
+        :: quiet -> quiet = (wip == 0)
+        :: else
         fi;
-        i = 0; quiet = 0
-    }
+        if
+        :: quiet -> quiet = (ctl < CTL_INFLIGHT)
+        :: else
+        fi;
+#else
+        /* serial_state: SHUT and not submitting from one load of ctl ... */
+        quiet = FLAG(ctl, CTL_SHUT) && ctl < CTL_INFLIGHT;
+        /* ... then wip */
+        if
+        :: quiet -> quiet = (wip == 0)
+        :: else
+        fi;
+#endif
+        d_step {
+            if
+            :: quiet ->
+                /* SEREX_OK: every accepted task has run or was taken */
+                terminated = 1;
+                assert(running == 0);
+                i = 0;
+                do
+                :: i < NT ->
+                    assert(status[i] != ST_OK || ran[i] ||
+                           taker[i] == BY_STOP);
+                    i++
+                :: else -> break
+                od
+            :: else    /* SEREX_ETIMEDOUT */
+            fi;
+            i = 0
+        }
+        if
+#ifndef OWED_NO_WAIT_RETRY
+        :: !quiet && OWED_LOOK -> retry_waiting(); quiet = 0
+#endif
+        :: else -> break
+        fi
+    od;
+    quiet = 0
 }
 
 /* --- the whole system, and what must hold at its end --- */
@@ -788,7 +957,8 @@ proctype awaiter()
 init
 {
     byte list[NT];
-    byte n, i, t, h, nx, r, pv;
+    byte n, i, t, h, nx, r, pv, c;
+    bool ok, isfull, claimed;
 
     atomic {
         i = 0;
@@ -816,17 +986,30 @@ init
     /* everyone else has finished (with an LTL claim, _nr_pr counts the
      * claim too) */
 #ifdef LIVENESS
-    (_nr_pr == 2);
+#define ALONE (_nr_pr == 2)
 #else
-    (_nr_pr == 1);
+#define ALONE (_nr_pr == 1)
 #endif
+    ALONE;
+
+    /*
+     * destroy's wait (serex__wrapper_settle, serial_await): while a drain
+     * is owed it submits it again, and waits for what that starts.
+     */
+    do
+#ifndef OWED_NO_WAIT_RETRY
+    :: OWED_LOOK -> retry_waiting(); ALONE
+#endif
+    :: else -> break
+    od;
 
     /*
      * Nothing is owed to a drain now. If the serial is not broken and
      * shutdown_now never ran, every accepted task must have run; if it is
      * broken, what it kept comes back from a last shutdown_now (destroy
-     * drops it the same way).
+     * drops it the same way). Only a rejection breaks it.
      */
+    assert(!FLAG(ctl, CTL_BROKEN) || rejected_seen);
     if
     :: !stop_called && FLAG(ctl, CTL_BROKEN) ->
         take_all(n);
@@ -836,6 +1019,7 @@ init
     skip;   /* (spin: a jump may not land on a d_step's first statement) */
     d_step {
         assert(wip == 0 && life == 0 && owner == 0 && running == 0);
+        assert(ndrain == 0);
         assert(ctl < CTL_INFLIGHT && pop_lock == 0);
         assert(head == STUB && tail == STUB && next[STUB] == NIL);
         assert(waiting == 0 && room_waiters == 0 && inq == 0);
