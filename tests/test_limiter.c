@@ -978,6 +978,40 @@ static void limiter_owed_runner_rejected_at_retry_breaks(void **state)
     serex_future_release(fu);
 }
 
+/*
+ * Nothing in a limiter allocates while it holds a spinlock (pop_lock):
+ * execute, runners, a take-back, an owed runner, shutdown_now. Debug
+ * builds count the allocations made under a serex spinlock.
+ */
+static void limiter_allocates_under_no_spinlock(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *l;
+
+#ifdef NDEBUG
+    skip(); /* the count is kept in Debug builds only */
+#endif
+    full_init(&ft, &f->user.base, 1, &f->items[1]);
+    (void)serex__alloc_spin_count();
+    l = make_limiter(f, 0, &ft.base, 2);
+    ft.lim = l;
+    assert_int_equal(serex_execute(l, log_task, &f->items[0]), SEREX_OK);
+    for (size_t i = 2; i < 8; i++)
+        assert_int_equal(serex_execute(l, log_task, &f->items[i]), SEREX_OK);
+    while (test_user_run_one(&f->user))
+        ;
+    assert_logged_in_order(f, 8);
+    atomic_store(&ft.refusals, 1); /* a lone task taken back */
+    assert_int_equal(serex_execute(l, never_task, f), SEREX_EFULL);
+    for (size_t i = 8; i < 12; i++)
+        assert_int_equal(serex_execute(l, never_task, &f->items[i]),
+                         SEREX_OK);
+    assert_int_equal(serex_shutdown_now(l, NULL, NULL), 4);
+    destroy_lim0(f);
+    assert_int_equal(serex__alloc_spin_count(), 0);
+}
+
 static void limiter_destroy_with_kept_tasks_drops_them(void **state)
 {
     struct fixture *f = *state;
@@ -1562,6 +1596,7 @@ int main(void)
         T(limiter_shutdown_now_hands_back_with_a_runner_owed),
         T(limiter_destroy_retries_an_owed_runner_until_it_runs),
         T(limiter_owed_runner_rejected_at_retry_breaks),
+        T(limiter_allocates_under_no_spinlock),
         T(limiter_await_and_destroy_from_own_task_is_edeadlk),
         T(limiter_await_and_destroy_from_target_task_is_edeadlk),
         T(limiter_await_and_destroy_from_own_task_on_pool_is_edeadlk),

@@ -965,6 +965,40 @@ static void serial_owed_drain_rejected_at_retry_breaks(void **state)
     serex_future_release(fu);
 }
 
+/*
+ * Nothing in a serial allocates while it holds a spinlock (pop_lock):
+ * execute, drains, a take-back, an owed drain, shutdown_now. Debug builds
+ * count the allocations made under a serex spinlock.
+ */
+static void serial_allocates_under_no_spinlock(void **state)
+{
+    struct fixture *f = *state;
+    struct full_target ft;
+    serex_executor *s;
+
+#ifdef NDEBUG
+    skip(); /* the count is kept in Debug builds only */
+#endif
+    full_init(&ft, &f->user.base, 1, &f->items[1]);
+    (void)serex__alloc_spin_count();
+    s = make_serial(f, 0, &ft.base, 2);
+    ft.serial = s;
+    assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
+    for (size_t i = 2; i < 8; i++)
+        assert_int_equal(serex_execute(s, log_task, &f->items[i]), SEREX_OK);
+    while (test_user_run_one(&f->user))
+        ;
+    atomic_store(&ft.refusals, 1); /* a lone task taken back */
+    assert_int_equal(serex_execute(s, never_task, f), SEREX_EFULL);
+    for (size_t i = 8; i < 12; i++)
+        assert_int_equal(serex_execute(s, never_task, &f->items[i]),
+                         SEREX_OK);
+    assert_int_equal(serex_shutdown_now(s, NULL, NULL), 4);
+    destroy_ser0(f);
+    assert_int_equal(f->nlog, 8);
+    assert_int_equal(serex__alloc_spin_count(), 0);
+}
+
 /* --- futures --- */
 
 static void serial_cancelled_queued_future_never_runs(void **state)
@@ -1476,6 +1510,7 @@ int main(void)
         T(serial_bounded_full_submits_an_owed_drain),
         T(serial_destroy_retries_an_owed_drain_until_it_runs),
         T(serial_owed_drain_rejected_at_retry_breaks),
+        T(serial_allocates_under_no_spinlock),
         T(serial_cancelled_queued_future_never_runs),
         T(serial_futures_on_pool_complete_in_order),
         T(serial_await_and_destroy_from_own_task_is_edeadlk),
