@@ -991,8 +991,7 @@ static void serial_allocates_under_no_spinlock(void **state)
     atomic_store(&ft.refusals, 1); /* a lone task taken back */
     assert_int_equal(serex_execute(s, never_task, f), SEREX_EFULL);
     for (size_t i = 8; i < 12; i++)
-        assert_int_equal(serex_execute(s, never_task, &f->items[i]),
-                         SEREX_OK);
+        assert_int_equal(serex_execute(s, never_task, &f->items[i]), SEREX_OK);
     assert_int_equal(serex_shutdown_now(s, NULL, NULL), 4);
     destroy_ser0(f);
     assert_int_equal(f->nlog, 8);
