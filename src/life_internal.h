@@ -109,6 +109,15 @@ static inline uint64_t serex__entry_close(struct serex__entry *e,
            SEREX__ENTRY_FLAGS;
 }
 
+/* Clears @flags; returns the flags there were (the one whose RMW cleared
+ * a flag owns what it stood for: a drain owed, say). */
+static inline uint64_t serex__entry_clear(struct serex__entry *e,
+                                          uint64_t flags, memory_order order)
+{
+    return atomic_fetch_and_explicit(&e->word, ~flags, order) &
+           SEREX__ENTRY_FLAGS;
+}
+
 /* The word, once (flags and count together: one decision). */
 static inline uint64_t serex__entry_load(struct serex__entry *e)
 {

@@ -18,11 +18,18 @@
  *
  * --- Memory: 56 bytes a one-shot timer ---
  * A record is the wheel link (next, pprev, due key, tag) plus fn, arg and
- * target; a periodic one adds its period (64 bytes). Records come from
+ * target; a periodic one adds its period and its overrun count (72
+ * bytes). Records come from
  * 256 KiB slabs, aligned so a record finds its slab (and the slab its
  * shard) by masking its address, carved lazily (untouched pages stay out
  * of RSS) and kept per shard; a slab that empties is freed (one spare is
- * kept), so memory returns after a burst. (64 KiB slabs cost 63 bytes a
+ * kept), so memory returns after a burst. A slab is allocated and freed
+ * with no shard lock held (the allocation is a system call, which a
+ * producer or the timer thread would spin behind): schedule allocates
+ * one unlocked when every slab is full, takes the lock again and looks
+ * again (another may have made room; the unused slab is freed after
+ * unlocking), and rec_free hands an emptied slab back to its caller to
+ * free once unlocked. (64 KiB slabs cost 63 bytes a
  * timer in RSS, the aligned allocation's extra page showing; 256 KiB
  * cost 58; 1 MiB 56, but free memory in coarser pieces.) The tag packs
  * the tie-breaker (a per-shard sequence number) with the state below, in
@@ -55,7 +62,15 @@
  *     finishes instead. So true means no run starts after cancel returns.
  * A target refusing the run: the timer thread CASes QUEUED -> DONE; if
  * cancel won that race, the task is not handed to on_rejected (cancel's
- * true already told the user it will not run).
+ * true already told the user it will not run). A periodic timer whose
+ * target was full (not shut down) goes on by default instead
+ * (SEREX_REFUSED_MISS): QUEUED -> PENDING under the shard lock, as a
+ * re-arm, the run counted missed (see run_missed); a cancel that won
+ * makes the re-arm fail, and the timer ends as above.
+ * Shutdown ends periodic timers: those in a wheel at once (DONE), a
+ * queued or running one when its run or re-arm sees SHUT. Cancel of a
+ * periodic timer once SHUT is set still stops it by CAS (so no run starts
+ * after it returns) but says false: shutdown had ended it.
  *
  * --- The timer thread: tickless sleep, lost-wake-up-proof ---
  * The thread advances every shard to now, hands out what is due (merged in
@@ -107,7 +122,20 @@
  * is the first point of the grid start + n * period after the run began:
  * no drift; the points missed before a late run are that run, and the
  * points passed during a long run make one run at once (see next_due).
- * Fixed delay: the end of the run plus the delay.
+ * Fixed delay: the end of the run plus the delay. (The other missed-run
+ * policies: next_due.) serex_timer_overrun counts the due runs that got
+ * no run of their own since the previous run: the points a late start
+ * folds in, the points a SKIP timer passed over after a long run, and
+ * refused runs that were missed; the periodic record carries the count
+ * from where it is learnt (a re-arm, a refusal) to the next run.
+ *
+ * --- The cap (max_timers) ---
+ * One atomic count of the timers not DONE, beside the shards' own: a
+ * schedule takes a place by CAS against the cap before it locks its shard,
+ * and gives it back if it fails; count_done gives back the places of
+ * timers that finish. The shards' counts summed under one shard's lock
+ * were no cap: producers on two shards could both see the last place free
+ * and both take it. Without a cap the count is not touched.
  *
  * --- Shutdown, termination, destroy ---
  * shutdown sets SHUT, then passes every shard lock: a schedule either saw
@@ -115,12 +143,21 @@
  * Periodic timers in the wheels are finished; runs and re-arms that see
  * SHUT finish instead. Timers not DONE are counted per shard (`active`,
  * under the lock); termination is SHUT and every count 0, with waiters
- * counted in `life` as serial.c does (seq_cst on both sides).
- * `life` also counts runs handed to targets. destroy joins the thread (it
- * leaves once SHUT and every wheel is empty, so after the last one-shot
- * came due), marks the scheduler DETACHED, and whoever takes the run
- * count to 0 while DETACHED frees the memory: a run queued on a target
- * never touches freed memory, and destroy never waits for a target.
+ * counted in the life word (life_internal.h; seq_cst on both sides).
+ * No entry word: schedule checks SHUT under the shard lock shutdown
+ * passes, so no call is ever in flight past it.
+ * The life word's holders are the runs handed to targets (taken by the
+ * dispatcher, given back by the run's end, run_out, or at once by a
+ * refusal). destroy joins the thread (it leaves once SHUT and every wheel
+ * is empty, so after the last one-shot came due), then waits as
+ * await_termination does for every run out to end, so that a caller may
+ * free what the tasks use once destroy returns (executor.h). A run its
+ * target refused or dropped has ended its timer already; one that can
+ * never come (on a target that terminated without running it or handing
+ * it back: runs_stranded) is not waited for. Then destroy detaches, and
+ * the last holder frees the memory: a run between its last use of a timer
+ * and run_out, or a stranded one that comes after all, never touches
+ * freed memory.
  */
 
 #include "alloc_internal.h"
@@ -129,6 +166,7 @@
 #include "executor_internal.h"
 #include "exec_class_internal.h"
 #include "fork_internal.h"
+#include "life_internal.h"
 #include "op_internal.h"
 #include "park_internal.h"
 #include "scheduler_internal.h"
@@ -162,13 +200,9 @@ _Static_assert(MISSED_MASK < SEQ_ONE, "the policy sits below the tie-breaker");
 /* flags */
 #define SHUT 1u
 
-/* life */
-#define LIFE_RUN UINT64_C(1)              /* one run out on a target */
-#define LIFE_DETACHED (UINT64_C(1) << 30) /* destroyed: last run frees */
-#define LIFE_GEN (UINT64_C(1) << 31)      /* something awaiters wait for */
-#define LIFE_WAITER_SHIFT 32              /* bits 32-63: threads in await */
-#define LIFE_WAITER (UINT64_C(1) << LIFE_WAITER_SHIFT)
-#define LIFE_RUNS(x) ((x) & (LIFE_DETACHED - 1))
+/* Distinct terminated targets destroy remembers while it looks for a
+ * run that can still come (runs_stranded). */
+#define STRANDED_MAX 64u
 
 #define SLAB_BYTES ((size_t)262144)
 #define SLAB_HEADER ((size_t)64)
@@ -196,8 +230,15 @@ _Static_assert(offsetof(struct serex_timer, op) ==
 struct periodic {
     struct serex_timer t;
     int64_t period; /* fixed rate: the grid step; fixed delay: the delay */
-    /* Grid points folded into the run in progress (serex_timer_overrun):
-     * written by the run's own thread before the task, read by the task. */
+    /*
+     * Due runs that get no run of their own (serex_timer_overrun). Between
+     * runs: those counted so far for the next run (grid points a SKIP
+     * timer passed over, runs its target refused); in a run, plus the
+     * points folded into it. Written only by whoever holds the timer out
+     * of the wheel (its run, or the timer thread with a refused run)
+     * before it files it again or runs it: the shard lock, or the
+     * target's queue, publishes it to the next.
+     */
     uint64_t overrun;
 };
 
@@ -236,6 +277,7 @@ struct serex_scheduler {
     bool has_thread;
     unsigned nshards; /* a power of two */
     size_t max_timers;
+    serex_refused_policy periodic_refused; /* a periodic run refused */
     serex_pending_fn on_rejected;
     void *on_rejected_ctx;
     serex_pending_policy on_shutdown; /* pending one-shots at shutdown */
@@ -248,6 +290,9 @@ struct serex_scheduler {
     _Atomic uint32_t flags;      /* SHUT: set by shutdown(_now) */
     _Atomic int64_t manual_now;  /* manual mode's clock: advance writes */
     _Atomic uint64_t rejected;   /* due runs refused: the dispatcher adds */
+    /* With max_timers: timers not DONE, each reserved by CAS before it is
+     * scheduled and released when it is done (or was never scheduled). */
+    _Atomic size_t reserved;
 
     /* the timer thread's bed, apart from the producers' lines */
     _Alignas(SEREX__CACHELINE) _Atomic int64_t wake_at; /* the thread's
@@ -255,8 +300,9 @@ struct serex_scheduler {
     _Atomic uint32_t bell;       /* rung by producers and shutdown */
     _Atomic int64_t window;      /* the coalescing window, for tests */
     _Atomic int64_t window_peak; /* the widest it has been, for tests */
-    _Atomic uint64_t life;       /* runs out | DETACHED | gen | waiters:
-                                    dispatch, runs, destroy and awaiters */
+    /* holders: runs out on targets; DETACHED: destroyed; awaiters
+     * (life_internal.h) */
+    struct serex__life life;
 };
 
 static const struct serex__exec_class sched_class;
@@ -326,37 +372,42 @@ static void slab_unlink(struct sched_shard *sh, struct slab *sl)
         sl->next->prev = sl->prev;
 }
 
-static struct slab *slab_new(struct sched_shard *sh, unsigned cls)
+/* Makes @sl, empty, @sh's slab of @cls with room. */
+static void slab_start(struct sched_shard *sh, struct slab *sl, unsigned cls)
 {
-    struct slab *sl = sh->spare[cls];
-
-    if (sl != NULL) {
-        sh->spare[cls] = NULL;
-    } else {
-        if ((sl = serex__alloc_aligned(SLAB_BYTES, SLAB_BYTES)) == NULL)
-            return NULL;
-        sl->all_prev = NULL;
-        sl->all_next = sh->all;
-        if (sh->all != NULL)
-            sh->all->all_prev = sl;
-        sh->all = sl;
-    }
     sl->shard = sh;
     sl->free = NULL;
     sl->bump = (char *)sl + SLAB_HEADER;
     sl->used = 0;
     sl->cls = cls;
     slab_link(sh, sl);
-    return sl;
 }
 
+/* Adopts @sl, allocated by the caller before it took the lock (no
+ * allocation is made under a shard lock: see schedule). */
+static void slab_add(struct sched_shard *sh, struct slab *sl, unsigned cls)
+{
+    sl->all_prev = NULL;
+    sl->all_next = sh->all;
+    if (sh->all != NULL)
+        sh->all->all_prev = sl;
+    sh->all = sl;
+    slab_start(sh, sl, cls);
+}
+
+/* A record of @cls, or NULL if every slab of it is full and there is no
+ * spare: the caller then allocates a slab unlocked (slab_add). */
 static void *rec_alloc(struct sched_shard *sh, unsigned cls)
 {
     struct slab *sl = sh->partial[cls];
     void *r;
 
-    if (sl == NULL && (sl = slab_new(sh, cls)) == NULL)
-        return NULL;
+    if (sl == NULL) {
+        if ((sl = sh->spare[cls]) == NULL)
+            return NULL;
+        sh->spare[cls] = NULL;
+        slab_start(sh, sl, cls);
+    }
     if (sl->free != NULL) {
         r = sl->free;
         sl->free = *(void **)r;
@@ -370,7 +421,12 @@ static void *rec_alloc(struct sched_shard *sh, unsigned cls)
     return r;
 }
 
-static void rec_free(struct sched_shard *sh, void *r)
+/*
+ * Gives @r back to its slab. A slab that empties is kept as the spare, or,
+ * if there is one, unlinked and put on *@grave: the caller frees it with
+ * slabs_free once it has unlocked (no free under a shard lock either).
+ */
+static void rec_free(struct sched_shard *sh, void *r, struct slab **grave)
 {
     struct slab *sl = slab_of(r);
 
@@ -396,7 +452,19 @@ static void rec_free(struct sched_shard *sh, void *r)
         sh->all = sl->all_next;
     if (sl->all_next != NULL)
         sl->all_next->all_prev = sl->all_prev;
-    serex__free(sl);
+    sl->next = *grave;
+    *grave = sl;
+}
+
+/* Frees the slabs rec_free put on @grave; with no lock held. */
+static void slabs_free(struct slab *grave)
+{
+    while (grave != NULL) {
+        struct slab *next = grave->next;
+
+        serex__free(grave);
+        grave = next;
+    }
 }
 
 /* --- counting, waking --- */
@@ -414,17 +482,41 @@ static size_t total_active(struct serex_scheduler *s)
 static void wake_awaiters(struct serex_scheduler *s)
 {
     /* after our own change (a count going down, SHUT), seq_cst */
-    serex__await_notify(&s->life, LIFE_GEN, LIFE_WAITER_SHIFT);
+    serex__life_notify(&s->life);
 }
 
-/* Tells awaiters unconditionally (shutdown): an RMW, so an awaiter that
- * counts itself later reads from it and sees all we did before. */
+/* Tells awaiters unconditionally (shutdown): an RMW (a release), so an
+ * awaiter that counts itself later reads from it and sees all we did
+ * before. */
 static void sched_announce(struct serex_scheduler *s)
 {
-    /* acq_rel: heads a release sequence the awaiters' counting joins */
-    if (atomic_fetch_xor_explicit(&s->life, LIFE_GEN, memory_order_acq_rel) >=
-        LIFE_WAITER)
-        serex__park_wake_all(&s->life);
+    serex__life_bump(&s->life);
+}
+
+/*
+ * With max_timers: takes a place for one more timer, or says there is
+ * none. One counter for every shard, taken by CAS against the cap, so
+ * the cap is exact whatever the shards (the sum of the shards' counts,
+ * read under one shard's lock, let producers on two shards both take the
+ * last place). Given back by count_done, or by schedule on failure.
+ */
+static bool cap_reserve(struct serex_scheduler *s)
+{
+    /* relaxed: a count; nothing is published through it */
+    size_t v = atomic_load_explicit(&s->reserved, memory_order_relaxed);
+
+    do {
+        if (v >= s->max_timers)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &s->reserved, &v, v + 1, memory_order_relaxed, memory_order_relaxed));
+    return true;
+}
+
+static void cap_release(struct serex_scheduler *s, size_t n)
+{
+    if (s->max_timers != 0) /* relaxed: as cap_reserve */
+        atomic_fetch_sub_explicit(&s->reserved, n, memory_order_relaxed);
 }
 
 /*
@@ -442,6 +534,7 @@ static bool count_done(struct serex_scheduler *s, struct sched_shard *sh,
     size_t a = atomic_load_explicit(&sh->active, memory_order_relaxed);
 
     sh->done += n; /* the statistic, under the same lock */
+    cap_release(s, n);
 
     /* relaxed: SHUT is set before shutdown takes this lock */
     if (!(atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT)) {
@@ -485,6 +578,7 @@ static void run_out(struct serex_scheduler *s);
 static uint64_t sched_settle(struct serex_scheduler *s, struct serex_timer *t)
 {
     struct sched_shard *sh = timer_shard(t);
+    struct slab *grave = NULL;
     uint64_t v;
     bool tell;
 
@@ -499,9 +593,10 @@ static uint64_t sched_settle(struct serex_scheduler *s, struct serex_timer *t)
         ;
     SEREX_ASSERT(tag_state(v) != ST_DONE && tag_state(v) != ST_PENDING);
     if (!(v & F_HANDLE))
-        rec_free(sh, t);
+        rec_free(sh, t, &grave);
     tell = count_done(s, sh, 1);
     serex__spin_unlock(&sh->lock);
+    slabs_free(grave);
     if (tell)
         wake_awaiters(s);
     return tag_state(v);
@@ -529,7 +624,9 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
     unsigned cls = (flags & F_PERIODIC) ? CLS_PERIODIC : CLS_ONESHOT;
     struct serex_timer *t;
     struct sched_shard *sh;
+    struct slab *fresh = NULL; /* a slab allocated unlocked */
     int64_t key;
+    int rc;
 
     if (out != NULL)
         *out = NULL;
@@ -538,27 +635,54 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
         return SEREX_EINVAL;
     if (serex__unlikely(serex__forked_since(s->gen)))
         return SEREX_EREJECTED; /* a child: see serex__fork_register */
+    if (s->max_timers != 0 && !cap_reserve(s))
+        /* relaxed: shut down and full, either answer is right */
+        return (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT)
+                   ? SEREX_EREJECTED
+                   : SEREX_EFULL;
     key = sat_add(sched_now(s), delay_ns);
     sh = my_shard(s);
     serex__spin_lock(&sh->lock);
-    /* relaxed: shutdown sets SHUT and then takes this lock (see essay) */
-    if (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT) {
+    for (;;) {
+        /* relaxed: shutdown sets SHUT and then takes this lock (see
+         * essay); looked at again after a slab was allocated unlocked */
+        if (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT) {
+            rc = SEREX_EREJECTED;
+            break;
+        }
+        if ((t = rec_alloc(sh, cls)) != NULL) {
+            rc = SEREX_OK;
+            break;
+        }
+        if (fresh != NULL) { /* still no room: the new slab's turn */
+            slab_add(sh, fresh, cls);
+            fresh = NULL;
+            continue;
+        }
+        /* Every slab full: allocate one with the lock free (256 KiB, a
+         * system call, while the timer thread or another producer would
+         * spin), then look again: another may have made room meanwhile. */
         serex__spin_unlock(&sh->lock);
-        return SEREX_EREJECTED;
+        fresh = serex__alloc_aligned(SLAB_BYTES, SLAB_BYTES);
+        if (fresh == NULL) {
+            cap_release(s, 1);
+            return SEREX_ENOMEM;
+        }
+        serex__spin_lock(&sh->lock);
     }
-    if (s->max_timers != 0 && total_active(s) >= s->max_timers) {
+    if (rc != SEREX_OK) {
         serex__spin_unlock(&sh->lock);
-        return SEREX_EFULL;
-    }
-    if ((t = rec_alloc(sh, cls)) == NULL) {
-        serex__spin_unlock(&sh->lock);
-        return SEREX_ENOMEM;
+        serex__free(fresh); /* NULL, or one shutdown made useless */
+        cap_release(s, 1);
+        return rc;
     }
     t->fn = fn;
     t->arg = arg;
     t->target = target;
-    if (cls == CLS_PERIODIC)
+    if (cls == CLS_PERIODIC) {
         periodic_of(t)->period = period_ns;
+        periodic_of(t)->overrun = 0;
+    }
     /* relaxed: published by the shard lock, or by the handle's return */
     atomic_store_explicit(&t->w.tag,
                           sh->seq++ * SEQ_ONE | flags | ST_PENDING |
@@ -574,6 +698,8 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
         memory_order_relaxed);
     sh->scheduled++;
     serex__spin_unlock(&sh->lock);
+    if (serex__unlikely(fresh != NULL))
+        serex__free(fresh); /* unused: another made room first */
     sched_poke(s, key);
     if (out != NULL)
         *out = t;
@@ -685,7 +811,17 @@ bool serex_timer_cancel(serex_timer *t)
             if (atomic_compare_exchange_weak_explicit(
                     &t->w.tag, &v, (v & ~ST_MASK) | ST_STOPPED,
                     memory_order_relaxed, memory_order_relaxed))
-                return true;
+                /* Stopped either way (its queued run is skipped, a
+                 * running one not re-armed), but a periodic timer that
+                 * shutdown ended was done already: false, as for one
+                 * shutdown took out of the wheel. A one-shot's queued
+                 * run is still made after shutdown: true stopped it.
+                 * (relaxed: a shutdown not seen yet is one that comes
+                 * after this cancel) */
+                return !((v & F_PERIODIC) &&
+                         (atomic_load_explicit(&timer_shard(t)->s->flags,
+                                               memory_order_relaxed) &
+                          SHUT));
             continue;
         default: /* STOPPED, DONE: someone else ended it */
             return false;
@@ -709,10 +845,12 @@ void serex_timer_release(serex_timer *t)
                           "timer handle released twice");
         if (tag_state(v) == ST_DONE) {
             struct sched_shard *sh = timer_shard(t);
+            struct slab *grave = NULL;
 
             serex__spin_lock(&sh->lock);
-            rec_free(sh, t);
+            rec_free(sh, t, &grave);
             serex__spin_unlock(&sh->lock);
+            slabs_free(grave);
             return;
         }
         /* release: our last use of the record happens before the free by
@@ -764,13 +902,16 @@ static int64_t next_due(struct serex_timer *t, int64_t start, int64_t end)
     return n > INT64_MAX / period ? INT64_MAX : sat_add(key, n * period);
 }
 
-/* A periodic run has ended: back into the wheel, unless stopped. Returns
- * false if the timer is finished instead (the caller settles it). */
-static bool rearm(struct serex_scheduler *s, struct serex_timer *t,
-                  int64_t start)
+/*
+ * Back into the wheel, due at @due, if its state is still @from (RUNNING:
+ * its run has ended; QUEUED: its run was refused and missed). Returns
+ * false if the timer is finished instead (the caller settles it): cancel
+ * stopped it, shutdown ended it, or no later run exists.
+ */
+static bool rearm(struct serex_scheduler *s, struct serex_timer *t, int64_t due,
+                  uint64_t from)
 {
     struct sched_shard *sh = timer_shard(t);
-    int64_t due = next_due(t, start, sched_now(s));
     uint64_t v;
 
     if (due <= t->w.key) /* saturated at INT64_MAX: no later run exists */
@@ -783,7 +924,7 @@ static bool rearm(struct serex_scheduler *s, struct serex_timer *t,
     }
     v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
     do {
-        if (tag_state(v) != ST_RUNNING) { /* cancel stopped it */
+        if (tag_state(v) != from) { /* cancel stopped it */
             serex__spin_unlock(&sh->lock);
             return false;
         }
@@ -803,6 +944,11 @@ static bool rearm(struct serex_scheduler *s, struct serex_timer *t,
 /* The periodic run in progress on this thread (serex_timer_overrun). */
 static SEREX__THREAD_LOCAL const struct periodic *current_run;
 
+static serex_missed_policy missed_policy(uint64_t v)
+{
+    return (serex_missed_policy)((v & MISSED_MASK) >> MISSED_SHIFT);
+}
+
 /* Grid points that a run of @t starting at @start folds in: those between
  * its due point and its start that get no run of their own (none for a
  * fixed-delay timer, or under SEREX_MISSED_BURST). */
@@ -811,25 +957,77 @@ static uint64_t folded(struct serex_timer *t, uint64_t v, int64_t start)
     int64_t key = t->w.key;
 
     if ((v & F_FIXED_DELAY) || start <= key ||
-        (serex_missed_policy)((v & MISSED_MASK) >> MISSED_SHIFT) ==
-            SEREX_MISSED_BURST)
+        missed_policy(v) == SEREX_MISSED_BURST)
         return 0;
-    return (uint64_t)((start - key) / periodic_of(t)->period);
+    /* unsigned: start > key, so the difference fits */
+    return ((uint64_t)start - (uint64_t)key) / (uint64_t)periodic_of(t)->period;
 }
 
-/* Runs a periodic timer's task, its overrun readable from inside. */
+/*
+ * Grid points a SEREX_MISSED_SKIP timer passes over after a run of @t that
+ * started at @start, the next due at @due: those after the points the run
+ * folded in and before @due (a long run: they get no run, and the next
+ * run counts them). None under the other policies: their next due time
+ * is the point after the run's last (COALESCE, BURST), or a new grid
+ * (DELAY).
+ */
+static uint64_t skipped(struct serex_timer *t, uint64_t v, int64_t start,
+                        int64_t due)
+{
+    int64_t key = t->w.key;
+    uint64_t points, f;
+
+    if ((v & F_FIXED_DELAY) || missed_policy(v) != SEREX_MISSED_SKIP ||
+        due <= key || due == INT64_MAX)
+        return 0;
+    /* @due is on the grid, key + points * period; unsigned: due > key */
+    points = ((uint64_t)due - (uint64_t)key) / (uint64_t)periodic_of(t)->period;
+    f = folded(t, v, start);
+    return points > f + 1 ? points - 1 - f : 0;
+}
+
+/* Runs a periodic timer's task, its overrun readable from inside: the
+ * points counted since the last run, and those folded into this one. */
 static void run_periodic(struct serex_timer *t, uint64_t v, int64_t start,
                          struct serex__frame *frame, serex_executor *face)
 {
     struct periodic *p = periodic_of(t);
     const struct periodic *outer = current_run; /* a run inside a run */
 
-    p->overrun = folded(t, v, start);
+    p->overrun += folded(t, v, start);
     current_run = p;
     serex__frame_push(frame, face);
     t->fn(t->arg);
     serex__frame_pop(frame);
     current_run = outer;
+}
+
+/* A periodic run has ended: back into the wheel, unless stopped. Returns
+ * false if the timer is finished instead (the caller settles it). */
+static bool rearm_after_run(struct serex_scheduler *s, struct serex_timer *t,
+                            uint64_t v, int64_t start)
+{
+    int64_t due = next_due(t, start, sched_now(s));
+
+    periodic_of(t)->overrun = skipped(t, v, start, due); /* for the next */
+    return rearm(s, t, due, ST_RUNNING);
+}
+
+/*
+ * A periodic run that its target refused for want of room (full, or out
+ * of memory), under SEREX_REFUSED_MISS: the run is missed. The timer goes
+ * on as after a run that started and ended now, and the next run's
+ * overrun counts the points this one stood for (its own, those folded
+ * into it, those a SKIP timer passes over). Returns false if the timer
+ * ends instead (cancel or shutdown came first): the caller settles it.
+ */
+static bool run_missed(struct serex_scheduler *s, struct serex_timer *t,
+                       uint64_t v)
+{
+    int64_t now = sched_now(s), due = next_due(t, now, now);
+
+    periodic_of(t)->overrun += 1 + folded(t, v, now) + skipped(t, v, now, due);
+    return rearm(s, t, due, ST_QUEUED);
 }
 
 uint64_t serex_timer_overrun(void)
@@ -869,7 +1067,7 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t)
     }
     start = sched_now(s);
     run_periodic(t, v, start, &frame, &s->face);
-    if (!rearm(s, t, start))
+    if (!rearm_after_run(s, t, v, start))
         sched_settle(s, t);
 }
 
@@ -906,11 +1104,7 @@ static void free_scheduler(struct serex_scheduler *s);
 
 static void run_out(struct serex_scheduler *s)
 {
-    /* acq_rel: the last one out frees; it must see every other's work */
-    uint64_t old = atomic_fetch_sub_explicit(&s->life, LIFE_RUN,
-                                             memory_order_acq_rel);
-
-    if (LIFE_RUNS(old) == 1 && (old & LIFE_DETACHED))
+    if (serex__life_release(&s->life)) /* the last one out, detached */
         free_scheduler(s);
 }
 
@@ -920,19 +1114,35 @@ static void sched_dispatch(struct serex_scheduler *s, struct serex_timer *t)
     serex_executor *target = t->target;
     serex_fn fn = t->fn;
     void *arg = t->arg;
+    /* relaxed: our own flags, immutable */
+    uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+    bool last;
     int rc;
 
     if (target == NULL) {
         run_timer(s, t);
         return;
     }
-    /* relaxed: a count; destroy reads it only after joining this thread */
-    atomic_fetch_add_explicit(&s->life, LIFE_RUN, memory_order_relaxed);
+    /* The run holds the scheduler until it ends (run_out): destroy waits
+     * for it, or, if it can never come, detaches and leaves it the free.
+     * Held while we are inside: the timer thread (destroy joins it first)
+     * or an advance (which destroy must not race). */
+    serex__life_hold(&s->life);
     t->op.cls = &timer_run_class; /* out of the wheel: `next` is free */
     rc = serex__op_submit(target, &t->op);
     if (rc == SEREX_OK)
         return; /* t may be gone already */
-    atomic_fetch_sub_explicit(&s->life, LIFE_RUN, memory_order_relaxed);
+    last = serex__life_release(&s->life);
+    SEREX_ASSERT(!last); /* not detached: see above */
+    (void)last;
+    /* A periodic timer whose target was full goes on, this run missed
+     * (SEREX_REFUSED_MISS); a target shut down never takes a run again. */
+    if ((v & F_PERIODIC) && rc != SEREX_EREJECTED &&
+        s->periodic_refused == SEREX_REFUSED_MISS && run_missed(s, t, v)) {
+        /* relaxed: a statistic */
+        atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
+        return; /* on_rejected is not called: the timer still uses arg */
+    }
     if (sched_settle(s, t) == ST_QUEUED) { /* refused, and not cancelled */
         /* relaxed: a statistic */
         atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
@@ -1219,6 +1429,7 @@ static bool set_shut(struct serex_scheduler *s)
 static struct serex__wtimer *shard_sweep(struct sched_shard *sh, bool take)
 {
     struct serex__wtimer *all, *next, *keep = NULL;
+    struct slab *grave = NULL;
     size_t done = 0;
 
     serex__spin_lock(&sh->lock);
@@ -1248,11 +1459,12 @@ static struct serex__wtimer *shard_sweep(struct sched_shard *sh, bool take)
         }
         done++;
         if (!(v & F_HANDLE))
-            rec_free(sh, t);
+            rec_free(sh, t, &grave);
     }
     if (done > 0) /* SHUT is set: the caller announces */
         count_done(sh->s, sh, done);
     serex__spin_unlock(&sh->lock);
+    slabs_free(grave);
     return serex__wtimer_sort(keep);
 }
 
@@ -1330,14 +1542,10 @@ static enum serex__await_state sched_state(void *obj)
 static int face_await(serex_executor *ex, int64_t timeout_ns)
 {
     struct serex_scheduler *s = sched_of_face(ex);
-    const struct serex__await a = {
-        &s->life, LIFE_WAITER, LIFE_WAITER_SHIFT, UINT32_MAX,
-        sched_state, s,
-    };
 
     if (serex__forked_since(s->gen))
         return SEREX_OK; /* a child: nothing of ours will ever run here */
-    return serex__await(&a, timeout_ns);
+    return serex__life_await(&s->life, sched_state, s, timeout_ns);
 }
 
 static void free_scheduler(struct serex_scheduler *s)
@@ -1361,10 +1569,74 @@ static void free_scheduler(struct serex_scheduler *s)
     serex__free(s);
 }
 
+/*
+ * A target of @sh's runs still out (handed to a target and not done:
+ * queued, running, or stopped and still to be skipped) that is not one
+ * of @known, or NULL. The records are read under the lock (a record is
+ * freed only under it); the target is asked about after unlocking. The
+ * target itself is alive: the user keeps it so while timers fire onto
+ * it, and its destroy would have dropped the run (which ends the timer).
+ */
+static serex_executor *shard_run_target(struct sched_shard *sh,
+                                        serex_executor *const *known,
+                                        unsigned n)
+{
+    serex_executor *found = NULL;
+
+    serex__spin_lock(&sh->lock);
+    for (struct slab *sl = sh->all; sl != NULL && found == NULL;
+         sl = sl->all_next) {
+        for (char *r = (char *)sl + SLAB_HEADER;
+             r + rec_size[sl->cls] <= sl->bump && found == NULL;
+             r += rec_size[sl->cls]) {
+            struct serex_timer *t = (struct serex_timer *)(void *)r;
+            /* relaxed: states change to DONE only under this lock */
+            uint64_t st = tag_state(
+                atomic_load_explicit(&t->w.tag, memory_order_relaxed));
+            unsigned i = 0;
+
+            if (st != ST_QUEUED && st != ST_RUNNING && st != ST_STOPPED)
+                continue; /* pending (none: the wheels are empty), done */
+            while (i < n && known[i] != t->target)
+                i++;
+            if (i == n)
+                found = t->target;
+        }
+    }
+    serex__spin_unlock(&sh->lock);
+    return found;
+}
+
+/*
+ * Whether no run still out can come: each is on a target that has
+ * terminated without running it or handing it back (a user's executor
+ * that breaks its contract; serex's own run or drop every task they
+ * accepted). A run its target refused or dropped has ended its timer
+ * already, so it is not out. A target is asked once
+ * (serex_await_termination, 0); past STRANDED_MAX terminated targets with
+ * a run each, it cannot tell: not stranded, look again later.
+ */
+static bool runs_stranded(struct serex_scheduler *s)
+{
+    serex_executor *dead[STRANDED_MAX];
+    unsigned n = 0;
+
+    for (;;) {
+        serex_executor *t = NULL;
+
+        for (unsigned i = 0; i < s->nshards && t == NULL; i++)
+            t = shard_run_target(&s->shards[i], dead, n);
+        if (t == NULL)
+            return true; /* every run out is on a terminated target */
+        if (n == STRANDED_MAX || serex_await_termination(t, 0) != SEREX_OK)
+            return false; /* it can still come */
+        dead[n++] = t;
+    }
+}
+
 static void face_destroy(serex_executor *ex)
 {
     struct serex_scheduler *s = sched_of_face(ex);
-    uint64_t old;
 
     if (serex__forked_since(s->gen)) { /* a child: memory only */
         s->manual = false; /* its mutex may be held: leave it be */
@@ -1373,14 +1645,20 @@ static void face_destroy(serex_executor *ex)
     }
     if (s->has_thread) {
         sched_ring(s);
-        serex__thread_join(s->thread);
+        serex__thread_join(s->thread); /* every pending one-shot came due */
     } else {
         face_shutdown_now(ex, NULL, NULL); /* time stands still: drop */
     }
-    /* acq_rel: whoever takes the runs to 0 while detached frees */
-    old = atomic_fetch_or_explicit(&s->life, LIFE_DETACHED,
-                                   memory_order_acq_rel);
-    if (LIFE_RUNS(old) == 0)
+    /* Wait for the runs handed to targets, as await_termination does (a
+     * caller may free what the tasks use once destroy returns), in slices:
+     * a run that can never come (runs_stranded) is not waited for. The
+     * pattern of serex__wrapper_settle. */
+    while (face_await(ex, SEREX__AWAIT_POLL_NS * 10) != SEREX_OK)
+        if (runs_stranded(s))
+            break;
+    /* A run may still be between its last use of a timer and run_out, or
+     * (stranded) come later: the last one out frees. */
+    if (serex__life_detach(&s->life))
         free_scheduler(s);
 }
 
@@ -1553,6 +1831,7 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     if (cfg != NULL)
         c = *cfg;
     if (c.tick_ns < 0 || (unsigned)c.on_shutdown > SEREX_PENDING_DROP ||
+        (unsigned)c.periodic_refused > SEREX_REFUSED_END ||
         c.coalesce_ns > SEREX__COALESCE_LIMIT_NS ||
         (c.on_shutdown == SEREX_PENDING_HAND_BACK && c.on_rejected == NULL))
         return SEREX_EINVAL;
@@ -1573,6 +1852,7 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     s->clock_ctx = c.clock_ctx;
     s->manual = c.manual;
     s->max_timers = c.max_timers;
+    s->periodic_refused = c.periodic_refused;
     s->on_rejected = c.on_rejected;
     s->on_rejected_ctx = c.on_rejected_ctx;
     s->on_shutdown = c.on_shutdown;

@@ -475,10 +475,9 @@ static int serial_start_drain(struct serial *s)
  */
 static void serial_retry_owed(struct serial *s)
 {
-    /* acquire: the refused submission before ours (serial_drain_refused);
-     * the entry helper has no clear, so the word is cleared here */
-    uint64_t old = atomic_fetch_and_explicit(&s->entry.word, ~FLAG_OWED,
-                                             memory_order_acquire);
+    /* acquire: the refused submission before ours (serial_drain_refused) */
+    uint64_t old = serex__entry_clear(&s->entry, FLAG_OWED,
+                                      memory_order_acquire);
     int rc;
 
     if (!(old & FLAG_OWED))

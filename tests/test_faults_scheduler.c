@@ -3,7 +3,11 @@
  * test_faults_scheduler.c - allocation failure in a manual scheduler:
  * one-shot and periodic timers, with and without handles, on a target
  * and on the timer thread; runs the target refuses go to on_rejected
- * (tests/test_faults.h says how a scenario runs).
+ * (tests/test_faults.h says how a scenario runs). Variant 0: a periodic
+ * run refused is missed and its timer goes on (the default); variant 1:
+ * it ends the timer (SEREX_REFUSED_END), and with max_timers the places
+ * left after a failed call are exactly those not taken (a place a failed
+ * call did not give back shows).
  */
 #include "test_faults.h"
 
@@ -52,11 +56,19 @@ static serex_timer *schedule_one(struct run *r, serex_scheduler *s,
     return NULL;
 }
 
+enum { SCHEDULED_AT_ONCE = 8 }; /* a, b, c, d, e, p, q and x below */
+
 static void scenario_scheduler(struct run *r)
 {
-    serex_scheduler_config cfg = {.tick_ns = MS, .wheel_size = 64,
-                                  .manual = true, .on_rejected = on_rejected,
-                                  .on_rejected_ctx = r};
+    serex_scheduler_config cfg = {
+        .tick_ns = MS,
+        .wheel_size = 64,
+        .manual = true,
+        .on_rejected = on_rejected,
+        .on_rejected_ctx = r,
+        .max_timers = r->variant ? SCHEDULED_AT_ONCE : 0,
+        .periodic_refused = r->variant ? SEREX_REFUSED_END
+                                       : SEREX_REFUSED_MISS};
     serex_scheduler *s = (serex_scheduler *)r; /* must be overwritten */
     serex_executor sentinel, *m = &sentinel, *face;
     serex_timer *hb, *hc, *he, *hp;
@@ -94,6 +106,19 @@ static void scenario_scheduler(struct run *r)
     before = serex_scheduler_pending(s);
     if (!accept(r, x, serex_execute(face, log_task, x)))
         assert_int_equal(serex_scheduler_pending(s), before);
+    if (r->variant) { /* fill the cap: exactly the places left */
+        size_t left = SCHEDULED_AT_ONCE - serex_scheduler_pending(s), got = 0;
+
+        for (;;) { /* due after the last advance: handed back below */
+            struct task *y = task_new(r, 0);
+            int rc = serex_schedule(s, NULL, SEC, log_task, y, NULL);
+
+            if (rc == SEREX_EFULL)
+                break;
+            got += accept(r, y, rc);
+        }
+        assert_int_equal(got, left);
+    }
 
     if (he != NULL) {
         assert_true(serex_timer_cancel(he));
@@ -147,6 +172,10 @@ static void scenario_scheduler(struct run *r)
 
 FAULTS_CASE(faults_manual_scheduler_loses_nothing,
             "scheduler (manual)", scenario_scheduler, 0)
+FAULTS_CASE(faults_manual_scheduler_capped_refused_ends_loses_nothing,
+            "scheduler (manual, capped, a refused run ends)",
+            scenario_scheduler, 1)
 
-FAULTS_MAIN("faults_scheduler",
-            FAULTS_TEST(faults_manual_scheduler_loses_nothing))
+FAULTS_MAIN(
+    "faults_scheduler", FAULTS_TEST(faults_manual_scheduler_loses_nothing),
+    FAULTS_TEST(faults_manual_scheduler_capped_refused_ends_loses_nothing))

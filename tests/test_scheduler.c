@@ -3,12 +3,16 @@
  * test_scheduler.c - the delayed scheduler (promise 6 of docs/contract.md,
  * and 1, 2, 7, 8): bad input; manual mode (never early, exact due times,
  * due order and ties, delays far past one turn of a tiny wheel, fixed rate
- * without drift and with coalescing, fixed delay); cancel in every state, and racing
- * with firing on a pool; release; the pending count and its cap; a target
- * that refuses or takes back a run; shutdown and shutdown_now accounting;
- * the executor face; EDEADLK; destroy with runs still queued on a target;
- * allocation failure; and the threaded timer thread (never early, custom
- * clocks, periodic runs never overlapping).
+ * without drift and with coalescing, fixed delay, the missed-run policies
+ * and serex_timer_overrun); cancel in every state (after shutdown too),
+ * and racing with firing on a pool; release; the pending count and its
+ * cap (exact under producers on several shards); a target that refuses
+ * or takes back a run (a full one: a periodic timer's run missed, or its
+ * end, by policy); shutdown and shutdown_now accounting; the executor
+ * face; EDEADLK; destroy waiting for runs on targets (a pool, a manual
+ * executor), and not for a run that cannot come; allocation failure; and
+ * the threaded timer thread (never early, coalescing, custom clocks,
+ * periodic runs never overlapping).
  */
 #include "test_util.h"
 
@@ -53,6 +57,11 @@ static int teardown(void **state)
         serex_executor *face = serex_scheduler_executor(f->s);
 
         serex_shutdown_now(face, NULL, NULL);
+        /* destroy waits for runs handed to targets: drop those still
+         * queued on the manual executor (each timer ends), so it need
+         * not wait for a run that nobody will make */
+        if (f->manual != NULL)
+            serex_shutdown_now(f->manual, NULL, NULL);
         assert_int_equal(serex_destroy(face), SEREX_OK);
     }
     if (f->manual != NULL)
@@ -433,7 +442,8 @@ static void missed_policies_after_a_long_run(void **state)
     static const struct missed_want w[4] = {
         {SEREX_MISSED_COALESCE, 3, {{10, 0}, {35, 1}, {40, 0}}},
         {SEREX_MISSED_BURST, 4, {{10, 0}, {35, 0}, {35, 0}, {40, 0}}},
-        {SEREX_MISSED_SKIP, 3, {{10, 0}, {40, 0}, {50, 0}}},
+        /* 20 and 30 passed with no run: the run at 40 says 2 */
+        {SEREX_MISSED_SKIP, 3, {{10, 0}, {40, 2}, {50, 0}}},
         {SEREX_MISSED_DELAY, 4, {{10, 0}, {35, 1}, {45, 0}, {55, 0}}},
     };
 
@@ -829,6 +839,91 @@ static void cap_gives_efull(void **state)
     assert_int_equal(nlog(f), 3);
 }
 
+/*
+ * The cap is exact with producers on several shards (issue 20: the sum of
+ * the shards' counts was read under one shard's lock, and two producers
+ * on two shards could both take the last place: 1001 with a cap of 1000).
+ * No timer finishes (they are due in an hour), so every producer scheduling
+ * until SEREX_EFULL must end with exactly the cap scheduled, in every
+ * round; new threads each round land on other shards.
+ */
+enum { CAP_THREADS = 4, CAP_N = 32, CAP_ROUNDS = 400 };
+
+struct cap_race {
+    serex_scheduler *s;
+    _Atomic int ready, go, bad;
+    _Atomic size_t ok;
+    serex_timer *t[CAP_THREADS][CAP_N + 1];
+    size_t n[CAP_THREADS];
+};
+
+static struct cap_race *cap_of;
+
+static int cap_producer(void *arg)
+{
+    struct cap_race *c = cap_of;
+    int p = (int)(intptr_t)arg;
+
+    atomic_fetch_add(&c->ready, 1);
+    while (!atomic_load(&c->go))
+        serex__thread_yield();
+    for (;;) {
+        serex_timer *t;
+        int rc = serex_schedule(c->s, NULL, 3600 * SEC, log_task, NULL, &t);
+
+        if (rc == SEREX_EFULL)
+            break;
+        if (rc != SEREX_OK || c->n[p] > CAP_N) {
+            atomic_store(&c->bad, 1);
+            break;
+        }
+        c->t[p][c->n[p]++] = t;
+        atomic_fetch_add(&c->ok, 1);
+    }
+    return 0;
+}
+
+static void cap_is_exact_under_producers_on_several_shards(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler_config c = {0};
+    struct cap_race *r = calloc(1, sizeof *r);
+    serex__thread th[CAP_THREADS];
+
+    assert_non_null(r);
+    cap_of = r;
+    c.max_timers = CAP_N;
+    assert_int_equal(serex_scheduler_create(&c, &f->s), SEREX_OK);
+    r->s = f->s;
+    for (int round = 0; round < CAP_ROUNDS; round++) {
+        atomic_store(&r->ready, 0);
+        atomic_store(&r->go, 0);
+        atomic_store(&r->ok, 0);
+        memset(r->n, 0, sizeof r->n);
+        for (int p = 0; p < CAP_THREADS; p++)
+            assert_int_equal(
+                serex__thread_start(&th[p], cap_producer, (void *)(intptr_t)p),
+                0);
+        while (atomic_load(&r->ready) < CAP_THREADS)
+            serex__thread_yield();
+        atomic_store(&r->go, 1);
+        for (int p = 0; p < CAP_THREADS; p++)
+            serex__thread_join(th[p]);
+        assert_int_equal(atomic_load(&r->bad), 0);
+        if (atomic_load(&r->ok) != CAP_N)
+            fail_msg("round %d: %zu timers scheduled under a cap of %d", round,
+                     atomic_load(&r->ok), CAP_N);
+        assert_int_equal(serex_scheduler_pending(f->s), CAP_N);
+        for (int p = 0; p < CAP_THREADS; p++)
+            for (size_t i = 0; i < r->n[p]; i++) {
+                assert_true(serex_timer_cancel(r->t[p][i]));
+                serex_timer_release(r->t[p][i]);
+            }
+        assert_int_equal(serex_scheduler_pending(f->s), 0);
+    }
+    free(r);
+}
+
 /* --- targets that refuse or take back runs --- */
 
 struct rejected {
@@ -873,6 +968,117 @@ static void refused_runs_are_counted_and_handed_over(void **state)
     assert_int_equal(serex_scheduler_pending(f->s), 0);
     assert_false(serex_timer_cancel(periodic));
     serex_timer_release(periodic);
+}
+
+/*
+ * A periodic timer aimed at a bounded target that is full (issue 20: it
+ * ended at the first refused run, silently without on_rejected). By
+ * default the run is missed: counted as rejected, not handed to
+ * on_rejected (the timer still uses its argument), and told to the next
+ * run by serex_timer_overrun; the timer goes on. With SEREX_REFUSED_END it
+ * ends there, its task handed to on_rejected. The target: a serial with
+ * room for one task, on a manual executor, filled by another task.
+ */
+struct overruns {
+    size_t n;
+    uint64_t v[8];
+    int64_t at[8];
+};
+
+static void overrun_task(void *arg)
+{
+    struct overruns *o = arg;
+
+    if (o->n < 8) {
+        o->v[o->n] = serex_timer_overrun();
+        o->at[o->n] = serex_scheduler_now(current->s);
+    }
+    o->n++;
+}
+
+/* Makes f->s (manual, on_rejected into @r, @policy) and a bounded serial
+ * over f->manual, full; schedules the fixed-rate timer, 10 ms from 10 ms,
+ * onto it. */
+static serex_executor *refused_setup(struct fixture *f, struct rejected *r,
+                                     int policy, struct overruns *o,
+                                     serex_timer **t)
+{
+    serex_scheduler_config c = {0};
+    serex_serial_config sc = {0};
+    serex_executor *ser;
+
+    c.manual = true;
+    c.on_rejected = on_rejected;
+    c.on_rejected_ctx = r;
+    if (policy >= 0)
+        c.periodic_refused = (serex_refused_policy)policy;
+    assert_int_equal(serex_scheduler_create(&c, &f->s), SEREX_OK);
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    sc.queue_capacity = 1;
+    assert_int_equal(serex_serial_create(f->manual, &sc, &ser), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_rate(f->s, ser, 10 * MS, 10 * MS,
+                                               overrun_task, o, t),
+                     SEREX_OK);
+    assert_int_equal(serex_execute(ser, log_task, &f->ids[1]), SEREX_OK);
+    assert_int_equal(serex_execute(ser, log_task, &f->ids[2]), SEREX_EFULL);
+    return ser;
+}
+
+static void refused_periodic_run_is_missed_and_the_timer_goes_on(void **state)
+{
+    struct fixture *f = *state;
+    struct rejected r = {0};
+    struct overruns o = {0};
+    serex_timer *t;
+    serex_executor *ser = refused_setup(f, &r, -1, &o, &t);
+
+    assert_int_equal(serex_scheduler_advance(f->s, 10 * MS), SEREX_OK);
+    assert_int_equal(serex_scheduler_rejected(f->s), 1); /* the run at 10 */
+    assert_int_equal(r.n, 0);
+    assert_int_equal(serex_scheduler_pending(f->s), 1); /* it goes on */
+    assert_int_equal(test_run_all(f->manual), 1);       /* the filler */
+    assert_int_equal(nlog(f), 1);
+    assert_int_equal(o.n, 0);
+    assert_int_equal(serex_scheduler_advance(f->s, 10 * MS), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 1);
+    assert_int_equal(serex_scheduler_advance(f->s, 10 * MS), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 1);
+    assert_int_equal(o.n, 2);
+    assert_int_equal(o.at[0], 20 * MS);
+    assert_int_equal(o.v[0], 1); /* the point at 10 had no run */
+    assert_int_equal(o.at[1], 30 * MS);
+    assert_int_equal(o.v[1], 0);
+    assert_true(serex_timer_cancel(t));
+    serex_timer_release(t);
+    assert_int_equal(serex_scheduler_rejected(f->s), 1);
+    assert_int_equal(serex_destroy(ser), SEREX_OK);
+}
+
+static void refused_periodic_run_ends_the_timer_by_policy(void **state)
+{
+    struct fixture *f = *state;
+    struct rejected r = {0};
+    struct overruns o = {0};
+    serex_timer *t;
+    serex_executor *ser = refused_setup(f, &r, SEREX_REFUSED_END, &o, &t);
+    serex_scheduler *s2;
+    serex_scheduler_config bad = {0};
+
+    assert_int_equal(serex_scheduler_advance(f->s, 10 * MS), SEREX_OK);
+    assert_int_equal(serex_scheduler_rejected(f->s), 1);
+    assert_int_equal(r.n, 1); /* ended: its task handed over */
+    assert_ptr_equal(r.fn, overrun_task);
+    assert_ptr_equal(r.arg, &o);
+    assert_int_equal(serex_scheduler_pending(f->s), 0);
+    assert_false(serex_timer_cancel(t));
+    serex_timer_release(t);
+    assert_int_equal(test_run_all(f->manual), 1); /* the filler */
+    assert_int_equal(serex_scheduler_advance(f->s, 50 * MS), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 0);
+    assert_int_equal(o.n, 0);
+    assert_int_equal(serex_destroy(ser), SEREX_OK);
+    bad.periodic_refused = (serex_refused_policy)2;
+    assert_int_equal(serex_scheduler_create(&bad, &s2), SEREX_EINVAL);
 }
 
 /* A target's shutdown_now hands back the user's own task in place of the
@@ -925,6 +1131,40 @@ static void shutdown_cancels_periodic_lets_one_shots_fire(void **state)
     assert_int_equal(f->log[0], 2);
     assert_int_equal(serex_await_termination(face, 0), SEREX_OK);
     serex_timer_release(p);
+}
+
+/*
+ * Shutdown ends a periodic timer whose run is queued on its target (the
+ * run is skipped): a cancel after it says false, as for one shutdown took
+ * out of the wheel (issue 20: it said true). A one-shot's queued run is
+ * still made after shutdown, so cancelling it still says true.
+ */
+static void cancel_after_shutdown_ended_a_queued_periodic_is_false(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_executor *face = serex_scheduler_executor(s);
+    serex_timer *p, *once;
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_schedule_fixed_rate(s, f->manual, MS, MS, log_task,
+                                               &f->ids[1], &p),
+                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule(s, f->manual, MS, log_task, &f->ids[2], &once),
+        SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, MS), SEREX_OK);
+    assert_int_equal(serex_scheduler_pending(s), 2); /* both queued */
+    serex_shutdown(face);
+    assert_false(serex_timer_cancel(p));          /* shutdown ended it */
+    assert_true(serex_timer_cancel(once));        /* it would still run */
+    assert_int_equal(test_run_all(f->manual), 2); /* both skipped */
+    assert_int_equal(nlog(f), 0);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    assert_int_equal(serex_await_termination(face, 0), SEREX_OK);
+    assert_false(serex_timer_cancel(p));
+    serex_timer_release(p);
+    serex_timer_release(once);
 }
 
 static void shutdown_now_hands_back_one_shots_in_due_order(void **state)
@@ -984,12 +1224,89 @@ static void manual_destroy_drops_pending_and_cancels_futures(void **state)
     assert_int_equal(nlog(f), 0);
 }
 
-/* Destroy does not wait for a run queued on a target nobody runs; the run
- * still happens later, and frees the scheduler's memory (ASan checks). */
-static void destroy_leaves_runs_queued_on_targets_valid(void **state)
+/*
+ * destroy waits, as await_termination does, for the runs handed to
+ * targets (issue 20: it returned at once, and a caller that freed what the
+ * task used right after destroy had a use after free). Each test destroys
+ * on a second thread while the run is held, and reads, as soon as destroy
+ * returns, whether the task had returned.
+ */
+struct destroyer {
+    serex_executor *face;
+    serex__thread thread;
+    _Atomic int *task_ended; /* set at the very end of the task */
+    _Atomic int seen;        /* 0: destroy has not returned; 1 + ended */
+};
+
+static int destroyer_main(void *arg)
+{
+    struct destroyer *d = arg;
+    int rc = serex_destroy(d->face);
+
+    atomic_store(&d->seen, 1 + atomic_load(d->task_ended));
+    return rc;
+}
+
+static void destroyer_start(struct destroyer *d, serex_scheduler *s,
+                            _Atomic int *task_ended)
+{
+    d->face = serex_scheduler_executor(s);
+    d->task_ended = task_ended;
+    atomic_init(&d->seen, 0);
+    assert_int_equal(serex__thread_start(&d->thread, destroyer_main, d), 0);
+}
+
+struct held {
+    serex_event *started, *release;
+    _Atomic int ended;
+};
+
+static void held_task(void *arg)
+{
+    struct held *h = arg;
+
+    serex_event_signal(h->started);
+    assert_int_equal(serex_event_wait(h->release, TEST_TIMEOUT), SEREX_OK);
+    atomic_store(&h->ended, 1);
+}
+
+static void destroy_waits_for_a_run_on_a_pool(void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *pool;
+    struct destroyer d;
+    struct held h;
+
+    atomic_init(&h.ended, 0);
+    assert_int_equal(serex_event_create(&h.started), SEREX_OK);
+    assert_int_equal(serex_event_create(&h.release), SEREX_OK);
+    assert_int_equal(serex_scheduler_create(NULL, &f->s), SEREX_OK);
+    assert_int_equal(serex_pool_create(NULL, &pool), SEREX_OK);
+    assert_int_equal(serex_schedule(f->s, pool, 0, held_task, &h, NULL),
+                     SEREX_OK);
+    assert_signalled(h.started); /* the run is in progress, held */
+    destroyer_start(&d, f->s, &h.ended);
+    f->s = NULL;
+    /* not a proof that it waits (the destroyer may not have started): a
+     * destroy that does not wait is caught here, or by the check below */
+    test_sleep_ns(20 * MS);
+    assert_int_equal(atomic_load(&d.seen), 0);
+    serex_event_signal(h.release);
+    serex__thread_join(d.thread);
+    assert_int_equal(atomic_load(&d.seen), 2); /* the task had returned */
+    assert_int_equal(serex_destroy(pool), SEREX_OK);
+    serex_event_destroy(h.started);
+    serex_event_destroy(h.release);
+}
+
+/* A run queued on a manual executor: destroy waits until it is made (a
+ * one-shot's run, and a periodic one's that shutdown ended: skipped). */
+static void destroy_waits_for_runs_queued_on_a_manual_target(void **state)
 {
     struct fixture *f = *state;
     serex_scheduler *s = make_manual(f, 0);
+    struct destroyer d;
+    _Atomic int ended = 0;
 
     assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
     assert_int_equal(serex_schedule(s, f->manual, MS, log_task, &f->ids[4],
@@ -998,13 +1315,109 @@ static void destroy_leaves_runs_queued_on_targets_valid(void **state)
                                                log_task, &f->ids[5], NULL),
                      SEREX_OK);
     assert_int_equal(serex_scheduler_advance(s, MS), SEREX_OK);
+    destroyer_start(&d, s, &ended);
+    f->s = NULL;
+    test_sleep_ns(20 * MS);
+    assert_int_equal(atomic_load(&d.seen), 0);
+    /* from here on, destroy may return: once both runs are made */
+    atomic_store(&ended, 1);
+    /* the one-shot runs; the periodic one was ended by shutdown */
+    assert_int_equal(test_run_all(f->manual), 2);
+    serex__thread_join(d.thread);
+    assert_int_equal(atomic_load(&d.seen), 2);
+    assert_int_equal(nlog(f), 1);
+    assert_int_equal(f->log[0], 4);
+}
+
+/* A target that takes back or drops the run ends the timer: destroy
+ * does not wait for it (here on the destroying thread itself). */
+static void destroy_after_the_target_dropped_the_run(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(
+        serex_schedule(s, f->manual, MS, log_task, &f->ids[4], NULL), SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, MS), SEREX_OK);
+    assert_int_equal(serex_destroy(f->manual), SEREX_OK); /* drops it */
+    f->manual = NULL;
+    assert_int_equal(serex_destroy(serex_scheduler_executor(s)), SEREX_OK);
+    f->s = NULL;
+    assert_int_equal(nlog(f), 0);
+}
+
+/*
+ * A user's executor that breaks the contract: it terminates with a task
+ * still queued, neither run nor handed back. The scheduler's destroy then
+ * cannot wait for that run (it never comes): it falls back to detaching,
+ * and should the run come after all, it finds the memory it needs and
+ * frees it (ASan: no use after free, no leak).
+ */
+struct forgetful {
+    serex_executor base;
+    serex_fn fn;
+    void *arg;
+    bool shut;
+};
+
+static int forgetful_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct forgetful *u = (struct forgetful *)(void *)ex;
+
+    if (u->shut || u->fn != NULL)
+        return u->shut ? SEREX_EREJECTED : SEREX_EFULL;
+    u->fn = fn;
+    u->arg = arg;
+    return SEREX_OK;
+}
+
+static void forgetful_shutdown(serex_executor *ex)
+{
+    ((struct forgetful *)(void *)ex)->shut = true;
+}
+
+static size_t forgetful_shutdown_now(serex_executor *ex,
+                                     serex_pending_fn on_pending, void *ctx)
+{
+    (void)on_pending;
+    (void)ctx;
+    forgetful_shutdown(ex);
+    return 0; /* the broken part: the queued task is forgotten */
+}
+
+static int forgetful_await(serex_executor *ex, int64_t timeout_ns)
+{
+    (void)timeout_ns;
+    return ((struct forgetful *)(void *)ex)->shut ? SEREX_OK : SEREX_ETIMEDOUT;
+}
+
+static void forgetful_destroy(serex_executor *ex)
+{
+    (void)ex;
+}
+
+static void destroy_detaches_from_a_run_that_cannot_come(void **state)
+{
+    static const serex_executor_ops ops = {
+        forgetful_execute, forgetful_shutdown, forgetful_shutdown_now,
+        forgetful_await,   forgetful_destroy,
+    };
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    struct forgetful u = {{&ops}, NULL, NULL, false};
+
+    assert_int_equal(serex_schedule(s, &u.base, MS, log_task, &f->ids[6], NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, MS), SEREX_OK);
+    assert_non_null(u.fn);
+    serex_shutdown(&u.base); /* terminated, the run still in its hands */
     assert_int_equal(serex_destroy(serex_scheduler_executor(s)), SEREX_OK);
     f->s = NULL;
     current->s = NULL;
-    /* the one-shot runs; the periodic one was cancelled by shutdown */
-    assert_int_equal(test_run_all(f->manual), 2);
+    u.fn(u.arg); /* it comes after all: runs, and frees the scheduler */
     assert_int_equal(nlog(f), 1);
-    assert_int_equal(f->log[0], 4);
+    assert_int_equal(f->log[0], 6);
 }
 
 /* --- the executor face, EDEADLK --- */
@@ -1159,6 +1572,33 @@ static void coalesce_window_opens_doubles_to_max_and_shuts(void **state)
     assert_int_equal(serex__coalesce_adapt(0, 100000, 0), 0);
     /* a max below the minimum is still the most */
     assert_int_equal(serex__coalesce_adapt(0, 100, 300), 300);
+}
+
+/*
+ * A lone timer after a burst (docs/scheduler.md): the window shrinks by
+ * wake-ups, not by time. Idle after a burst, with nothing due, the thread
+ * sleeps with the window open and a new timer rings it; that wake-up
+ * hands out nothing and halves the window, and the timer, if due within
+ * the halved window, runs at its end; further ahead, on time.
+ */
+static void coalesce_lone_timer_after_a_burst(void **state)
+{
+    int64_t max = 200 * US, w = max, now = 5 * SEC;
+
+    (void)state;
+    /* idle, nothing due: a timer due at any time before the end rings */
+    assert_int_equal(serex__coalesce_deadline(INT64_MAX, now, w), INT64_MAX);
+    assert_int_equal(serex__coalesce_ring_below(INT64_MAX, now, INT64_MAX, w),
+                     INT64_MAX - w);
+    /* the ring's wake-up, an hour later, hands out nothing: halved */
+    now += 3600 * SEC;
+    w = serex__coalesce_adapt(w, 0, max);
+    assert_int_equal(w, max / 2);
+    /* due 30 us after it: at the window's end, 70 us late */
+    assert_int_equal(serex__coalesce_deadline(now + 30 * US, now, w), now + w);
+    /* due 150 us after it, beyond the window: on time */
+    assert_int_equal(serex__coalesce_deadline(now + 150 * US, now, w),
+                     now + 150 * US);
 }
 
 static void coalesce_deadline_is_never_early_and_within_the_window(void **state)
@@ -1620,12 +2060,19 @@ int main(void)
         T(release_does_not_cancel),
         T(periodic_cancelled_from_its_own_run),
         T(cap_gives_efull),
+        T(cap_is_exact_under_producers_on_several_shards),
         T(refused_runs_are_counted_and_handed_over),
+        T(refused_periodic_run_is_missed_and_the_timer_goes_on),
+        T(refused_periodic_run_ends_the_timer_by_policy),
         T(target_shutdown_now_hands_back_the_users_task),
         T(shutdown_cancels_periodic_lets_one_shots_fire),
+        T(cancel_after_shutdown_ended_a_queued_periodic_is_false),
         T(shutdown_now_hands_back_one_shots_in_due_order),
         T(manual_destroy_drops_pending_and_cancels_futures),
-        T(destroy_leaves_runs_queued_on_targets_valid),
+        T(destroy_waits_for_a_run_on_a_pool),
+        T(destroy_waits_for_runs_queued_on_a_manual_target),
+        T(destroy_after_the_target_dropped_the_run),
+        T(destroy_detaches_from_a_run_that_cannot_come),
         T(face_execute_runs_on_the_timer_thread),
         T(await_and_destroy_from_own_task_is_edeadlk),
         T(allocation_failure_changes_nothing),
@@ -1633,6 +2080,7 @@ int main(void)
         T(threaded_timers_never_fire_early),
         T(coalesce_window_opens_doubles_to_max_and_shuts),
         T(coalesce_deadline_is_never_early_and_within_the_window),
+        T(coalesce_lone_timer_after_a_burst),
         T(threaded_bursts_open_the_window_never_early),
         T(threaded_bursts_with_coalescing_off_keep_it_shut),
         T(threaded_window_shuts_and_new_timers_still_ring),

@@ -30,6 +30,24 @@ typedef enum serex_pending_policy {
     SEREX_PENDING_DROP = 2
 } serex_pending_policy;
 
+/* What a periodic timer does when its target refuses a due run for want
+ * of room: full (SEREX_EFULL: a bounded pool, serial or striped) or out of
+ * memory (config periodic_refused). A target that is shut down
+ * (SEREX_EREJECTED) never takes a run again: that ends the timer always,
+ * its task passed to cfg->on_rejected. */
+typedef enum serex_refused_policy {
+    /* The run is missed and the timer goes on to its next due time, as
+     * after a run that started and ended at once (libdispatch's timer
+     * sources and Tokio's intervals keep ticking too). The miss is
+     * counted in serex_scheduler_rejected and in the next run's
+     * serex_timer_overrun; on_rejected is not called (the timer still
+     * uses @arg). The default. */
+    SEREX_REFUSED_MISS = 0,
+    /* The timer ends there, as a one-shot whose run was refused: its task
+     * goes to cfg->on_rejected. */
+    SEREX_REFUSED_END = 1
+} serex_refused_policy;
+
 /* Scheduler configuration; zero-initialise it (or pass NULL) for defaults. */
 typedef struct serex_scheduler_config {
     int64_t tick_ns;     /* the wheel's slot width; 0: 1 ms. Rounded down
@@ -75,6 +93,10 @@ typedef struct serex_scheduler_config {
      * second: SEREX_EINVAL. Not used in manual mode (no thread).
      */
     int64_t coalesce_ns;
+    /* A periodic timer's due run refused by a full target (since 0.2.0;
+     * above): 0 (SEREX_REFUSED_MISS): missed, the timer goes on;
+     * SEREX_REFUSED_END: the timer ends. */
+    serex_refused_policy periodic_refused;
 } serex_scheduler_config;
 
 typedef struct serex_scheduler serex_scheduler;
@@ -95,11 +117,11 @@ typedef struct serex_timer serex_timer;
  * makes a timer early.
  * @cfg may be NULL. *@out is set on success, NULL on failure.
  * Returns:   SEREX_OK; SEREX_EINVAL (out NULL, tick_ns < 0, wheel_size not
- *            a power of two or too big, on_shutdown not one of the
- *            policies, SEREX_PENDING_HAND_BACK without on_rejected,
- *            coalesce_ns over SEREX_SEC(1), or a stack_size the threads
- *            back end cannot set); SEREX_EREJECTED (on_thread_start
- *            refused); SEREX_ENOMEM.
+ *            a power of two or too big, on_shutdown or periodic_refused
+ *            not one of the policies, SEREX_PENDING_HAND_BACK without
+ *            on_rejected, coalesce_ns over SEREX_SEC(1), or a stack_size
+ *            the threads back end cannot set); SEREX_EREJECTED
+ *            (on_thread_start refused); SEREX_ENOMEM.
  * Ownership: the caller owns the scheduler; end it with
  *            serex_destroy(serex_scheduler_executor(s)).
  * fork():    in a child, a scheduler made before the fork refuses new
@@ -125,11 +147,20 @@ SEREX_API int serex_scheduler_create(const serex_scheduler_config *cfg,
  * are cancelled, not handed back). await_termination: every timer is done
  * (ran, cancelled, handed back or rejected), runs on targets included.
  * destroy waits for pending one-shot timers to come due (call
- * shutdown_now first, or set cfg->on_shutdown, not to wait), then frees
- * the scheduler; a run still
- * queued on a target keeps the memory it needs until it ends. In manual
- * mode, destroy drops the timers still pending. Every serex_timer handle
- * is invalid after destroy. await_termination and destroy called from a
+ * shutdown_now first, or set cfg->on_shutdown, not to wait), then, as
+ * await_termination does, for every run handed to a target to end, so
+ * what the tasks use may be freed once it returns; then frees the
+ * scheduler. A run its target takes back or drops (the target's
+ * shutdown_now or destroy) ends its timer: nothing to wait for. Not
+ * waited for either: a run that can never come, on a target that has
+ * terminated without running it or handing it back (a user's executor
+ * that breaks its contract); it keeps the memory it needs until it ends,
+ * if ever. In manual mode, destroy drops the timers still pending, and
+ * waits for runs queued on targets as above: run a manual executor that
+ * holds some, or shut it down with shutdown_now (which ends their
+ * timers), before destroying the scheduler on the thread that would run
+ * it. Every serex_timer handle is invalid after destroy.
+ * await_termination and destroy called from a
  * task of an executor that a timer of this scheduler, not finished yet
  * (due later, queued or running), is aimed at, directly or through a
  * serial or striped over it, say SEREX_EDEADLK (promise 7a,
@@ -147,7 +178,10 @@ SEREX_API serex_executor *serex_scheduler_executor(serex_scheduler *s);
  * @target refuses a due run (it is shut down, or full), the run is not
  * made and never runs elsewhere: the scheduler counts it
  * (serex_scheduler_rejected) and passes the task to cfg->on_rejected if
- * set, so the caller can free @arg; a periodic timer ends there.
+ * set, so the caller can free @arg. A periodic timer ends there too if
+ * the target is shut down, or by cfg->periodic_refused; by default a run
+ * refused by a full target is missed instead, and the timer goes on
+ * (serex_refused_policy, above: on_rejected is not called then).
  * If @out is not NULL, *@out gets a handle for serex_timer_cancel, which
  * the caller must give back with serex_timer_release.
  * Due times saturate at INT64_MAX.
@@ -176,7 +210,8 @@ SEREX_API int serex_schedule(serex_scheduler *s, serex_executor *target,
  * serex_schedule_fixed_rate_missed for the other policies). So a run that
  * always takes longer than the period runs back to back, never queued up
  * behind itself.
- * Ends only by cancel, shutdown or a refused run.
+ * Ends only by cancel, shutdown, or a refused run: its target shut down,
+ * or full with cfg->periodic_refused SEREX_REFUSED_END.
  * Returns:   as serex_schedule; SEREX_EINVAL also for initial_ns < 0 or
  *            period_ns <= 0.
  */
@@ -220,11 +255,19 @@ SEREX_API int serex_schedule_fixed_rate_missed(
 
 /*
  * serex_timer_overrun - called from inside a run of a periodic timer: how
- * many grid points passed, before this run started, with no run of their
- * own (the timer_getoverrun idiom). 0 for a run on time, for fixed-delay
- * timers, under SEREX_MISSED_BURST (every point runs), and outside a
- * timer's run. It is the running timer's, on the calling thread: a task
- * needs no handle to ask (a task that wants to cancel its own timer keeps
+ * many due runs passed, since the timer's previous run, with no run of
+ * their own (the timer_getoverrun idiom), so a sampler can tell it lost
+ * samples. For a fixed-rate timer, the grid points between the previous
+ * run's points and this run's start: those a late start folds into this
+ * run, and those a long previous run passed over (under SEREX_MISSED_SKIP,
+ * a run ending after two more points says 2 in the next run; under
+ * COALESCE and DELAY such points are folded into the next run instead,
+ * and BURST gives each its own run). For every periodic timer, plus the
+ * runs its target refused in between, with the points each stood for
+ * (SEREX_REFUSED_MISS). 0 for a run on time after a run on time, for a
+ * fixed-delay timer whose runs were all made, and outside a timer's run.
+ * It is the running timer's, on the calling thread: a task needs no
+ * handle to ask (a task that wants to cancel its own timer keeps
  * the handle from the schedule call in its argument, see
  * docs/scheduler.md).
  * Threads:   the thread running the timer's task.
@@ -252,7 +295,8 @@ SEREX_API int serex_schedule_fixed_delay(serex_scheduler *s,
  * started is skipped). A periodic run already in progress finishes, and
  * the call still returns true. False if @t was already done (a one-shot
  * that started, a timer cancelled, rejected, handed back or ended by
- * shutdown) or @t is NULL.
+ * shutdown: a periodic timer after shutdown, even with a run still queued
+ * on its target, which is then skipped) or @t is NULL.
  * Threads:   any thread, also from the timer's own task.
  */
 SEREX_API bool serex_timer_cancel(serex_timer *t);
