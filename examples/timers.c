@@ -79,8 +79,10 @@ int main(void)
     serex_pool_config cfg = {.threads = 2, .name = "timers"};
     /* Retries need no microsecond precision: under load, one wake-up of
      * the timer thread may serve every retry due within 500 us (never
-     * early; see docs/scheduler.md, "Under load"). */
-    serex_scheduler_config sc = {.coalesce_ns = SEREX_US(500)};
+     * early; see docs/scheduler.md, "Under load"). A periodic timer whose
+     * target is full misses that run and keeps ticking (the default). */
+    serex_scheduler_config sc = {.coalesce_ns = SEREX_US(500),
+                                 .periodic_refused = SEREX_REFUSED_MISS};
 
     check(serex_pool_create(&cfg, &pool), "pool_create");
     check(serex_scheduler_create(&sc, &sched), "scheduler_create");
