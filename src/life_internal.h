@@ -221,4 +221,71 @@ static inline int serex__life_await(struct serex__life *l,
     return serex__await(&a, timeout_ns);
 }
 
+/* --- await with a drain owed --- */
+
+/* What one look of an awaiter found (serex__life_await_owed). */
+struct serex__owed_look {
+    enum serex__await_state (*state)(void *obj, bool *owed);
+    void *obj;
+    bool owed; /* not done, and a drain is owed: retry it, then wait on */
+};
+
+static inline enum serex__await_state serex__owed_look_cb(void *p)
+{
+    struct serex__owed_look *look = p;
+    enum serex__await_state st = look->state(look->obj, &look->owed);
+
+    /* owed: "done" only ends serex__await's loop; the caller retries */
+    return look->owed ? SEREX__AWAIT_DONE : st;
+}
+
+/* What is left of @timeout_ns, whose deadline is @deadline. */
+static inline int64_t serex__time_left(int64_t timeout_ns, int64_t deadline)
+{
+    int64_t now;
+
+    if (timeout_ns == SEREX_FOREVER)
+        return SEREX_FOREVER;
+    now = serex__now_ns();
+    return deadline > now ? deadline - now : 0;
+}
+
+/*
+ * await_termination for a wrapper whose drain (or runner) may be owed: its
+ * target refused it as full. @state judges as serex__life_await's does,
+ * and sets *owed when the work is not done and a drain is owed. Nothing
+ * would wake us when the target has room again, so @retry(@obj) submits
+ * the drain here and returns whether one is still owed (the target still
+ * full): then we look again after SEREX__AWAIT_POLL_NS, or at the next
+ * bump of @l (shutdown_now, the end of work), whichever comes first.
+ */
+static inline int serex__life_await_owed(
+    struct serex__life *l, enum serex__await_state (*state)(void *, bool *),
+    bool (*retry)(void *), void *obj, int64_t timeout_ns)
+{
+    int64_t deadline = serex__deadline(timeout_ns);
+
+    for (;;) {
+        struct serex__owed_look look = {state, obj, false};
+        int rc = serex__life_await(l, serex__owed_look_cb, &look,
+                                   serex__time_left(timeout_ns, deadline));
+        int64_t now;
+
+        if (!look.owed)
+            return rc;
+        if (retry(obj)) { /* still full: a nap */
+            /* relaxed: the bump that ends the nap early needs no order */
+            uint64_t v = atomic_load_explicit(&l->word, memory_order_relaxed);
+
+            now = serex__now_ns();
+            if (now >= deadline)
+                return SEREX_ETIMEDOUT;
+            (void)serex__park_wait64(&l->word, v,
+                                     deadline - now > SEREX__AWAIT_POLL_NS
+                                         ? now + SEREX__AWAIT_POLL_NS
+                                         : deadline);
+        }
+    }
+}
+
 #endif /* SEREX_LIFE_INTERNAL_H */

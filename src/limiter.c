@@ -605,21 +605,13 @@ static bool limiter_owed(struct limiter *l)
              (FLAG_STOP | FLAG_BROKEN));
 }
 
-/* What one look of an awaiter found (limiter_look). */
-struct limiter_look {
-    struct limiter *l;
-    bool owed; /* not done, and a runner is owed: start one, wait on */
-};
-
-static enum serex__await_state limiter_look(void *p)
+/* One look of an awaiter: limiter_state, and whether a runner is owed. */
+static enum serex__await_state limiter_look(void *p, bool *owed)
 {
-    struct limiter_look *look = p;
-    enum serex__await_state st = limiter_state(look->l);
+    struct limiter *l = p;
+    enum serex__await_state st = limiter_state(l);
 
-    if (st == SEREX__AWAIT_NOT && limiter_owed(look->l)) {
-        look->owed = true;
-        return SEREX__AWAIT_DONE; /* not done: ends serex__await's loop */
-    }
+    *owed = st == SEREX__AWAIT_NOT && limiter_owed(l);
     return st;
 }
 
@@ -638,49 +630,21 @@ static bool limiter_retry_owed_waiting(struct limiter *l)
     return limiter_owed(l);
 }
 
-/* What is left of @timeout_ns, whose deadline is @deadline. */
-static int64_t limiter_left(int64_t timeout_ns, int64_t deadline)
-{
-    int64_t now;
-
-    if (timeout_ns == SEREX_FOREVER)
-        return SEREX_FOREVER;
-    now = serex__now_ns();
-    return deadline > now ? deadline - now : 0;
-}
-
 /*
  * await_termination: serex__life_await, which ends early when a runner is
  * owed: nothing would wake us when the target has room, so we start one
  * here, and while the target stays full, look again every millisecond.
  */
+static bool limiter_retry_cb(void *l)
+{
+    return limiter_retry_owed_waiting(l);
+}
+
 static int limiter_await(serex_executor *ex, int64_t timeout_ns)
 {
-    struct limiter *l = limiter_of(ex);
-    int64_t deadline = serex__deadline(timeout_ns);
-
-    for (;;) {
-        struct limiter_look look = {l, false};
-        int rc = serex__life_await(&l->life, limiter_look, &look,
-                                   limiter_left(timeout_ns, deadline));
-        int64_t now;
-
-        if (!look.owed)
-            return rc;
-        if (limiter_retry_owed_waiting(l)) { /* still full: a nap */
-            /* relaxed: a bump (shutdown_now, the end of work) ends it */
-            uint64_t v = atomic_load_explicit(&l->life.word,
-                                              memory_order_relaxed);
-
-            now = serex__now_ns();
-            if (now >= deadline)
-                return SEREX_ETIMEDOUT;
-            (void)serex__park_wait64(&l->life.word, v,
-                                     deadline - now > SEREX__AWAIT_POLL_NS
-                                         ? now + SEREX__AWAIT_POLL_NS
-                                         : deadline);
-        }
-    }
+    return serex__life_await_owed(&limiter_of(ex)->life, limiter_look,
+                                  limiter_retry_cb, limiter_of(ex),
+                                  timeout_ns);
 }
 
 static bool limiter_broken(serex_executor *ex)

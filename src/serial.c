@@ -629,24 +629,16 @@ static enum serex__await_state serial_state(struct serial *s)
                : SEREX__AWAIT_NOT;
 }
 
-/* What one look of an awaiter found (serial_look). */
-struct serial_look {
-    struct serial *s;
-    bool owed; /* not done, and a drain is owed: retry it, then wait on */
-};
-
-static enum serex__await_state serial_look(void *p)
+/* One look of an awaiter: serial_state, and whether a drain is owed. */
+static enum serex__await_state serial_look(void *p, bool *owed)
 {
-    struct serial_look *look = p;
-    enum serex__await_state st = serial_state(look->s);
+    struct serial *s = p;
+    enum serex__await_state st = serial_state(s);
 
     /* relaxed: a hint; serial_retry_owed claims it with an RMW */
-    if (st == SEREX__AWAIT_NOT &&
-        (atomic_load_explicit(&look->s->entry.word, memory_order_relaxed) &
-         (FLAG_OWED | FLAG_STOP | FLAG_BROKEN)) == FLAG_OWED) {
-        look->owed = true;
-        return SEREX__AWAIT_DONE; /* not done: ends serex__await's loop */
-    }
+    *owed = st == SEREX__AWAIT_NOT &&
+            (atomic_load_explicit(&s->entry.word, memory_order_relaxed) &
+             (FLAG_OWED | FLAG_STOP | FLAG_BROKEN)) == FLAG_OWED;
     return st;
 }
 
@@ -666,49 +658,20 @@ static bool serial_retry_owed_waiting(struct serial *s)
     return (c & FLAG_OWED) != 0;
 }
 
-/* What is left of @timeout_ns, whose deadline is @deadline. */
-static int64_t serial_left(int64_t timeout_ns, int64_t deadline)
-{
-    int64_t now;
-
-    if (timeout_ns == SEREX_FOREVER)
-        return SEREX_FOREVER;
-    now = serex__now_ns();
-    return deadline > now ? deadline - now : 0;
-}
-
 /*
  * await_termination: serex__life_await, which ends early when a drain is
  * owed: nothing would wake us when the target has room, so we retry it
  * here, and while the target stays full, look again every millisecond.
  */
+static bool serial_retry_cb(void *s)
+{
+    return serial_retry_owed_waiting(s);
+}
+
 static int serial_await(serex_executor *ex, int64_t timeout_ns)
 {
-    struct serial *s = serial_of(ex);
-    int64_t deadline = serex__deadline(timeout_ns);
-
-    for (;;) {
-        struct serial_look look = {s, false};
-        int rc = serex__life_await(&s->life, serial_look, &look,
-                                   serial_left(timeout_ns, deadline));
-        int64_t now;
-
-        if (!look.owed)
-            return rc;
-        if (serial_retry_owed_waiting(s)) { /* still full: a nap */
-            /* relaxed: a bump (shutdown_now, the drain's end) ends it */
-            uint64_t v = atomic_load_explicit(&s->life.word,
-                                              memory_order_relaxed);
-
-            now = serex__now_ns();
-            if (now >= deadline)
-                return SEREX_ETIMEDOUT;
-            (void)serex__park_wait64(&s->life.word, v,
-                                     deadline - now > SEREX__AWAIT_POLL_NS
-                                         ? now + SEREX__AWAIT_POLL_NS
-                                         : deadline);
-        }
-    }
+    return serex__life_await_owed(&serial_of(ex)->life, serial_look,
+                                  serial_retry_cb, serial_of(ex), timeout_ns);
 }
 
 static bool serial_broken(serex_executor *ex)
