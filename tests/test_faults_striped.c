@@ -268,6 +268,53 @@ static void faults_striped_new_lane_enomem_gives_places_back(void **state)
     test_run_all(f->manual);
 }
 
+/*
+ * Issue 20: an execute that fails for want of memory is a refused call, as
+ * a pool counts it (pool_execute): stats.rejected counts it, whichever
+ * allocation failed (the task's node, a new lane, the target's node for
+ * the lane's drain, a keyless task's wrapper). The striped counted none.
+ */
+static void faults_striped_enomem_counts_as_rejected(void **state)
+{
+    struct fixture *f = *state;
+    struct run *r = run_new(f, 1, 0);
+    serex_executor *face;
+    uint64_t failures = 0;
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    assert_int_equal(serex_striped_create(f->manual, NULL, &f->st), SEREX_OK);
+    face = serex_striped_executor(f->st);
+    /* keyed, a new key (mode 0) and a live lane (1); keyless (2) */
+    for (int mode = 0; mode < 3; mode++) {
+        int rc = SEREX_ENOMEM;
+
+        if (mode == 1) /* key 77's lane stays: its drain is queued */
+            assert_int_equal(
+                serex_striped_execute(f->st, 77, log_task, task_new(r, 77)),
+                SEREX_OK);
+        for (unsigned long k = 1; k < 16 && rc != SEREX_OK; k++) {
+            struct task *t = task_new(r, 78);
+
+            serex__cache_trim();
+            serex__alloc_fail_nth(k);
+            rc = mode == 2 ? serex_execute(face, log_task, t)
+                           : serex_striped_execute(f->st, mode ? 77 : 78,
+                                                   log_task, t);
+            serex__alloc_fail_nth(0);
+            if (rc == SEREX_OK)
+                break;
+            assert_int_equal(rc, SEREX_ENOMEM);
+            failures++;
+            assert_int_equal(stats_of(face).rejected, failures);
+        }
+        assert_int_equal(rc, SEREX_OK);
+    }
+    assert_true(failures >= 5); /* 3 for a new key, 1 each for the others */
+    test_run_all(f->manual);
+    assert_int_equal(stats_of(face).rejected, failures);
+    assert_int_equal(stats_of(face).queued, 0);
+}
+
 FAULTS_MAIN(
     "faults_striped",
     FAULTS_TEST(faults_striped_many_keys_run_out_loses_nothing),
@@ -275,4 +322,5 @@ FAULTS_MAIN(
     FAULTS_TEST(faults_striped_bounded_gives_each_place_back),
     FAULTS_TEST(faults_striped_bounded_drains_dropped_gives_each_place_back),
     FAULTS_TEST(faults_striped_new_lane_enomem_leaves_stats_unchanged),
-    FAULTS_TEST(faults_striped_new_lane_enomem_gives_places_back))
+    FAULTS_TEST(faults_striped_new_lane_enomem_gives_places_back),
+    FAULTS_TEST(faults_striped_enomem_counts_as_rejected))

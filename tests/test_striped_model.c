@@ -24,6 +24,18 @@
  *  - serex_executor_stats of the striped agrees with the model:
  *    submitted, completed, queued, rejected, lanes.
  * At the end every accepted task ran or was handed back, exactly once.
+ *
+ * Half the rounds run the striped on a gate in front of the manual
+ * executor that refuses chosen submissions with SEREX_EFULL (a bounded
+ * target, full for a moment), and the model says what must follow
+ * (striped.c's essay, "Owed drains"): a new lane's first drain refused
+ * takes its only task back (execute says SEREX_EFULL, counted rejected)
+ * or, if a second producer's task of the key queued behind it meanwhile
+ * (the gate does that execute from inside the refused one), leaves the
+ * drain owed with both tasks accepted; an execute resubmits the owed
+ * drains first, oldest first, and stops at a refusal; a drain as it
+ * starts resubmits them all. The manual executor then holds one drain
+ * per busy lane whose drain is not owed.
  */
 #include "test_util.h"
 
@@ -32,12 +44,25 @@
 
 #define PHASE 250             /* steps of one phase */
 #define STEPS (13 * PHASE)     /* ends with a submitting phase */
-#define MAXTASKS (STEPS + 8)
-#define TABLE 8192 /* key table slots: a power of two > 2 * MAXTASKS */
+#define MAXTASKS (2 * STEPS + 8) /* an execute may make two */
+#define TABLE 16384 /* key table slots: a power of two > 2 * MAXTASKS */
 #define NSMALL 8
 #define NLARGE 4096
 
 struct fixture;
+
+/*
+ * The gate: forwards to the manual executor, except that an armed execute
+ * refuses with SEREX_EFULL, after queuing `behind` on `behind_key` through
+ * the striped when that is set (a second producer racing in).
+ */
+struct gate {
+    serex_executor base; /* first: the vtable's casts */
+    struct fixture *f;
+    bool armed;
+    struct mtask *behind;
+    int behind_rc;
+};
 
 struct mtask {
     struct fixture *f;
@@ -70,6 +95,10 @@ struct fixture {
 
     struct mkey keys[MAXTASKS];
     int nkeys;
+    struct gate gate; /* the striped's target when refusing */
+    bool refusing;
+    size_t owed;                         /* lanes whose drain is owed */
+    int undone, owings, refused_retries; /* what the gate caused */
     int slot[TABLE];        /* open addressing: key index + 1; 0 empty */
     size_t busy;            /* keys with queued tasks */
     uint64_t submitted, completed, taken, rejected, queued;
@@ -163,6 +192,56 @@ static void on_pending(serex_fn fn, void *arg, void *ctx)
     f->taken++;
 }
 
+/* --- the gate --- */
+
+static void model_execute_behind(struct fixture *f, struct mtask *t);
+
+static serex_executor *gate_manual(serex_executor *ex)
+{
+    return ((struct gate *)(void *)ex)->f->manual;
+}
+
+static int gate_execute(serex_executor *ex, serex_fn fn, void *arg)
+{
+    struct gate *g = (struct gate *)(void *)ex;
+
+    if (!g->armed)
+        return serex_execute(gate_manual(ex), fn, arg);
+    g->armed = false;
+    if (g->behind != NULL)
+        model_execute_behind(g->f, g->behind);
+    return SEREX_EFULL;
+}
+
+static void gate_shutdown(serex_executor *ex)
+{
+    serex_shutdown(gate_manual(ex));
+}
+
+static size_t gate_shutdown_now(serex_executor *ex, serex_pending_fn pending,
+                                void *ctx)
+{
+    return serex_shutdown_now(gate_manual(ex), pending, ctx);
+}
+
+static int gate_await(serex_executor *ex, int64_t timeout_ns)
+{
+    return serex_await_termination(gate_manual(ex), timeout_ns);
+}
+
+static void gate_destroy(serex_executor *ex)
+{
+    (void)ex; /* the test destroys the manual executor */
+}
+
+static const serex_executor_ops gate_ops = {
+    .execute = gate_execute,
+    .shutdown = gate_shutdown,
+    .shutdown_now = gate_shutdown_now,
+    .await_termination = gate_await,
+    .destroy = gate_destroy,
+};
+
 /* --- checks --- */
 
 /* Takes what ran since the last call off the model, in order. */
@@ -188,41 +267,91 @@ static void check_invariants(struct fixture *f)
     assert_int_equal(st.rejected, f->rejected);
     assert_int_equal(st.lanes, f->busy);
     assert_int_equal(f->submitted, f->completed + f->taken + f->queued);
-    if (!f->shut) { /* one drain waits on the target per busy lane */
+    if (!f->shut) { /* one drain waits per busy lane, unless owed */
         assert_int_equal(serex_executor_stats(f->manual, &ms), SEREX_OK);
-        assert_int_equal(ms.queued, f->busy);
+        assert_int_equal(ms.queued, f->busy - f->owed);
     }
 }
 
 /* --- operations --- */
 
-static void op_execute(struct fixture *f, uint64_t key)
+static struct mtask *new_task(struct fixture *f, uint64_t key)
 {
     struct mtask *t;
-    int rc;
 
     assert_true(f->ntasks < MAXTASKS);
     t = &f->tasks[f->ntasks];
     *t = (struct mtask){f, f->ntasks, key_index(f, key)};
     f->ntasks++;
-    rc = serex_striped_execute(f->st, key, model_task, t);
-    if (f->shut) {
-        assert_int_equal(rc, SEREX_EREJECTED);
-        f->rejected++;
-        return;
-    }
-    assert_int_equal(rc, SEREX_OK);
+    return t;
+}
+
+static void model_accept(struct fixture *f, struct mtask *t)
+{
     f->accepted[t->id] = true;
     model_push(f, t->kidx, t->id);
     f->submitted++;
 }
 
+/* The gate's second producer: its task queues behind the refused one's
+ * (the lane is busy: no drain of its own, and nothing owed to retry). */
+static void model_execute_behind(struct fixture *f, struct mtask *t)
+{
+    f->gate.behind_rc = serex_striped_execute(f->st, f->keys[t->kidx].key,
+                                              model_task, t);
+}
+
+static void op_execute(struct fixture *f, uint64_t key)
+{
+    struct mtask *t = new_task(f, key);
+    /* this execute submits something: an owed drain first, else the
+     * drain of the key's new lane */
+    bool submits = f->owed > 0 || f->keys[t->kidx].queued == 0;
+    bool refuse = f->refusing && !f->shut && submits &&
+                  next_rand(&f->rng) % 5 == 0;
+    /* refused: the lane's first drain, with a task behind it */
+    bool behind = refuse && f->owed == 0 && next_rand(&f->rng) % 2 == 0;
+    struct mtask *t2 = behind ? new_task(f, key) : NULL;
+    int rc;
+
+    f->gate.armed = refuse;
+    f->gate.behind = t2;
+    f->gate.behind_rc = -1;
+    rc = serex_striped_execute(f->st, key, model_task, t);
+    assert_false(f->gate.armed); /* the refusal went where the model said */
+    if (!refuse || f->owed > 0)
+        f->owed = refuse ? f->owed : 0; /* resubmitted, or refused first */
+    if (f->shut) {
+        assert_int_equal(rc, SEREX_EREJECTED);
+        f->rejected++;
+        return;
+    }
+    if (refuse && f->owed > 0)
+        f->refused_retries++;
+    if (refuse && f->owed == 0 && !behind) { /* ours alone: taken back */
+        assert_int_equal(rc, SEREX_EFULL);
+        f->rejected++;
+        f->undone++;
+        return;
+    }
+    assert_int_equal(rc, SEREX_OK);
+    model_accept(f, t);
+    if (behind) {
+        assert_int_equal(f->gate.behind_rc, SEREX_OK);
+        model_accept(f, t2);
+        f->owed++; /* both accepted; the lane's drain is owed */
+        f->owings++;
+    }
+}
+
 /* One drain: one key's tasks, 1..batch of them, exactly when any wait. */
 static void op_run_one(struct fixture *f)
 {
-    bool any = f->queued > 0;
+    bool any = f->busy > f->owed;
 
     assert_int_equal(serex_manual_run_one(f->manual), any);
+    if (any)
+        f->owed = 0; /* the drain resubmitted every owed one as it began */
     if (any) {
         assert_true(f->nlog >= 1 && (unsigned)f->nlog <= f->batch);
         for (int i = 1; i < f->nlog; i++)
@@ -237,9 +366,11 @@ static void op_run_one(struct fixture *f)
 /* Runs the drains queued now: one per busy lane. */
 static void op_run_pending(struct fixture *f)
 {
-    size_t lanes = f->busy;
+    size_t lanes = f->busy - f->owed;
 
     assert_int_equal(serex_manual_run_pending(f->manual), lanes);
+    if (lanes != 0)
+        f->owed = 0; /* resubmitted by the first drain, run next time */
     assert_true((size_t)f->nlog >= lanes &&
                 (size_t)f->nlog <= lanes * f->batch);
     consume_log(f);
@@ -282,6 +413,7 @@ static void finish_with_shutdown_now(struct fixture *f)
 
     f->shut = true;
     assert_int_equal(serex_shutdown_now(ex, on_pending, f), queued);
+    f->owed = 0; /* their lanes emptied, and freed */
     assert_int_equal(f->queued, 0);
     assert_int_equal(f->busy, 0);
     check_invariants(f);
@@ -311,15 +443,18 @@ static void finish_with_shutdown(struct fixture *f)
 }
 
 static void run_seed(struct fixture *f, uint64_t seed, unsigned batch,
-                     bool end_with_shutdown_now)
+                     bool end_with_shutdown_now, bool refusing)
 {
     serex_serial_config cfg = {.batch = batch};
 
     memset(f, 0, sizeof *f);
     f->rng = seed;
     f->batch = batch;
+    f->refusing = refusing;
+    f->gate = (struct gate){{&gate_ops}, f, false, NULL, -1};
     assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
-    assert_int_equal(serex_striped_create(f->manual, &cfg, &f->st),
+    assert_int_equal(serex_striped_create(refusing ? &f->gate.base : f->manual,
+                                          &cfg, &f->st),
                      SEREX_OK);
     check_invariants(f);
     for (int step = 0; step < STEPS; step++) {
@@ -342,6 +477,8 @@ static void run_seed(struct fixture *f, uint64_t seed, unsigned batch,
         finish_with_shutdown(f);
     for (int id = 0; id < f->ntasks; id++) /* accepted: exactly once */
         assert_int_equal(f->ran[id] + f->handed[id], f->accepted[id] ? 1 : 0);
+    if (refusing) /* the gate did refuse, each way */
+        assert_true(f->undone > 0 && f->owings > 0 && f->refused_retries > 0);
     assert_int_equal(serex_destroy(serex_striped_executor(f->st)), SEREX_OK);
     f->st = NULL;
     assert_int_equal(serex_destroy(f->manual), SEREX_OK);
@@ -359,7 +496,8 @@ static void striped_random_operations_match_per_key_fifo_model(void **state)
     const unsigned batches[] = {1, 2, 3, 4, 64};
 
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
-        run_seed(f, seeds[i], batches[i % 5], i % 3 == 1);
+        for (int refusing = 0; refusing < 2; refusing++)
+            run_seed(f, seeds[i], batches[i % 5], i % 3 == 1, refusing);
 }
 
 int main(void)

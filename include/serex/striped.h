@@ -41,10 +41,26 @@ typedef serex_serial_config serex_striped_config;
  * tasks wait in all lanes, or more than lane_capacity in the key's lane;
  * both caps are exact, and each freed place wakes callers of
  * serex_execute_wait.
+ * If @target refuses to start a key's lane (it is full or shut down, say)
+ * and the task being submitted is the lane's only one, execute returns
+ * the target's status and nothing is queued: the refusal costs that task,
+ * never the striped. If another task of the key has already queued behind
+ * it (a second producer), both are accepted (SEREX_OK) and the lane's
+ * drain is owed: the next execute (any key, or keyless), the next lane
+ * drain or keyless task to start on @target, await_termination and
+ * destroy resubmit it, so the key's tasks run later, in order. If @target
+ * says SEREX_EREJECTED (shut down) to a drain the striped cannot give
+ * back, or takes one back or drops it, the striped refuses new tasks from
+ * then on with SEREX_EREJECTED; the tasks kept come back from its
+ * shutdown_now, and destroy drops them (promise 5, docs/contract.md).
  * Returns:   SEREX_OK; SEREX_EINVAL if target, target->ops or out is NULL;
  *            SEREX_ENOMEM.
  * Ownership: the striped never owns @target; destroy it (serex_destroy of
  *            serex_striped_executor) before @target. cfg->name is copied.
+ *            serex_destroy waits for the accepted tasks (resubmitting an
+ *            owed drain until @target takes it); if @target has
+ *            terminated, or refused a drain with SEREX_EREJECTED, they are
+ *            dropped instead (futures cancelled).
  * Threads:
  *            call                          | may overlap with
  *            ------------------------------+--------------------------------
@@ -67,14 +83,19 @@ SEREX_API int serex_striped_create(serex_executor *target,
  * serex_striped_execute - run fn(arg) after every earlier task of @key.
  *
  * Returns:   SEREX_OK; SEREX_EINVAL if s or fn is NULL; SEREX_EREJECTED
- *            after shutdown; SEREX_EFULL when the striped's or the key's
- *            lane's capacity is reached; SEREX_ENOMEM; or what @target
- *            said when it refused to start the key's lane. On error
- *            nothing is queued.
+ *            after shutdown (or once @target refused a drain for good:
+ *            see serex_striped_create); SEREX_EFULL when the striped's or
+ *            the key's lane's capacity is reached; SEREX_ENOMEM; or what
+ *            @target said when it refused to start the key's lane and
+ *            this task was the lane's only one. On error nothing is
+ *            queued. Every error but SEREX_EINVAL counts in the stats'
+ *            rejected (serex_executor_stats), SEREX_ENOMEM included, as
+ *            for a pool.
  * Threads:   any thread, any number at once; takes one of the striped's
  *            shard locks for a few instructions (with queue_capacity set,
- *            a compare-and-swap on the striped's count too). Never
- *            blocks: serex_striped_execute_wait waits for room instead.
+ *            a compare-and-swap on the striped's count too), never across
+ *            an allocation. Never blocks: serex_striped_execute_wait
+ *            waits for room instead.
  */
 SEREX_API int serex_striped_execute(serex_striped *s, uint64_t key,
                                     serex_fn fn, void *arg);
@@ -85,8 +106,9 @@ SEREX_API int serex_striped_execute(serex_striped *s, uint64_t key,
  * full, as serex_execute_wait does for an executor: woken when a place is
  * freed, with no polling; @timeout_ns SEREX_FOREVER, 0 (one try) or > 0.
  * Returns:   SEREX_OK; SEREX_ETIMEDOUT (never SEREX_EFULL); SEREX_EDEADLK,
- *            at once, when full and called from a task of the striped (a
- *            lane's or a keyless one) or of an executor it runs on;
+ *            at once and every time, full or not, when called from a task
+ *            of the striped (a lane's or a keyless one) or of an executor
+ *            it runs on;
  *            SEREX_EINVAL if s or fn is NULL or timeout_ns is below
  *            SEREX_FOREVER; else what serex_striped_execute said. On any
  *            error nothing is queued.
@@ -113,7 +135,9 @@ SEREX_API int serex_striped_submit(serex_striped *s, uint64_t key,
  * the striped). Its execute bypasses the lanes: the task goes straight to
  * the target, in no order with any key.
  * shutdown_now hands back every queued task of every lane, each lane's in
- * order. Returns NULL for NULL.
+ * order; await_termination (and destroy) resubmit owed drains while they
+ * wait, trying again every millisecond while @target refuses. Returns
+ * NULL for NULL.
  */
 SEREX_API serex_executor *serex_striped_executor(serex_striped *s);
 
