@@ -40,22 +40,26 @@ enum serex__await_state {
 struct serex__await {
     _Atomic uint64_t *word;     /* parked on; waiters counted in it */
     uint64_t waiter;            /* one waiter in the word */
-    unsigned shift;             /* the waiter count is word >> shift ... */
-    uint64_t waiters_max;       /* ... and at most this */
+    unsigned shift;             /* the waiter count is (word >> shift) ... */
+    uint64_t waiters_max;       /* ... & waiters_max (2^k - 1: a field) */
     enum serex__await_state (*state)(void *obj);
     void *obj;
 };
 
 /*
  * Tells awaiters parked on @word that something they wait for changed:
- * flips @gen (so their park returns) and wakes them. The waker side of
- * the protocol above, written once for serial, striped and the scheduler.
+ * adds @gen, the lowest bit of the generation, the word's topmost field
+ * (so their park, which compares the whole word, returns) and wakes them.
+ * The waker side of the protocol above, written once (life_internal.h).
+ * A counter, not a flipped bit: two bumps between an awaiter's load and
+ * its park would flip a bit back, and the awaiter would sleep through
+ * both (until its deadline: for ever with SEREX_FOREVER). The count
+ * carries out of the top of the word, never into another field.
  */
 static inline void serex__await_bump(_Atomic uint64_t *word, uint64_t gen)
 {
-    /* release: the change before an awaiter's re-check after the wake; a
-     * flip (xor), so the generation never carries into the waiter count */
-    atomic_fetch_xor_explicit(word, gen, memory_order_release);
+    /* release: the change before an awaiter's re-check after the wake */
+    atomic_fetch_add_explicit(word, gen, memory_order_release);
     serex__park_wake_all(word);
 }
 
@@ -67,9 +71,10 @@ static inline void serex__await_bump(_Atomic uint64_t *word, uint64_t gen)
  * costs no system call.
  */
 static inline void serex__await_notify(_Atomic uint64_t *word, uint64_t gen,
-                                       unsigned shift)
+                                       unsigned shift, uint64_t waiters_max)
 {
-    if (atomic_load_explicit(word, memory_order_seq_cst) >> shift != 0)
+    if ((atomic_load_explicit(word, memory_order_seq_cst) >> shift &
+         waiters_max) != 0)
         serex__await_bump(word, gen);
 }
 
@@ -111,7 +116,7 @@ static inline int serex__await(const struct serex__await *a,
     int rc;
 
     /* seq_cst: counted before we look (see the header comment) */
-    while ((v >> a->shift) < a->waiters_max && !counted)
+    while ((v >> a->shift & a->waiters_max) < a->waiters_max && !counted)
         counted = atomic_compare_exchange_weak_explicit(
             a->word, &v, v + a->waiter, memory_order_seq_cst,
             memory_order_relaxed);

@@ -29,8 +29,10 @@
  *   bits 0-31  holders: a drain, a run or a waker that will touch the
  *              object after the user could have destroyed it
  *   bit  32    DETACHED: destroy was called
- *   bit  33    GEN: flipped to wake awaiters (serex__await)
- *   bits 34-63 threads in await_termination
+ *   bits 33-47 threads in await_termination (past 32,767, a new one is
+ *              not counted and polls: await_internal.h)
+ *   bits 48-63 the generation: counted up to wake awaiters (a counter,
+ *              not a flipped bit: two wake-ups must not cancel out)
  *
  *   hold:      holders += 1, while the object is known to be alive (the
  *              holder's own entry, or a reference it already has)
@@ -141,15 +143,14 @@ static inline void serex__entry_quiesce(struct serex__entry *e)
 
 #define SEREX__LIFE_HOLDER UINT64_C(1)
 #define SEREX__LIFE_DETACHED (UINT64_C(1) << 32)
-#define SEREX__LIFE_GEN (UINT64_C(1) << 33)
-#define SEREX__LIFE_WAITER_SHIFT 34
+#define SEREX__LIFE_WAITER_SHIFT 33
 #define SEREX__LIFE_WAITER (UINT64_C(1) << SEREX__LIFE_WAITER_SHIFT)
-#define SEREX__LIFE_WAITERS_MAX \
-    ((UINT64_C(1) << (64 - SEREX__LIFE_WAITER_SHIFT)) - 1)
+#define SEREX__LIFE_WAITERS_MAX ((UINT64_C(1) << 15) - 1) /* a mask */
+#define SEREX__LIFE_GEN (UINT64_C(1) << 48)
 #define SEREX__LIFE_HOLDERS(x) ((x) & (SEREX__LIFE_DETACHED - 1))
 
 struct serex__life {
-    _Atomic uint64_t word; /* holders | DETACHED | GEN | waiters */
+    _Atomic uint64_t word; /* holders | DETACHED | waiters | generation */
 };
 
 /* One more holder; the caller's own entry or reference keeps it alive. */
@@ -204,7 +205,8 @@ static inline void serex__life_bump(struct serex__life *l)
 /* The same, only if an awaiter is counted (after a seq_cst change). */
 static inline void serex__life_notify(struct serex__life *l)
 {
-    serex__await_notify(&l->word, SEREX__LIFE_GEN, SEREX__LIFE_WAITER_SHIFT);
+    serex__await_notify(&l->word, SEREX__LIFE_GEN, SEREX__LIFE_WAITER_SHIFT,
+                        SEREX__LIFE_WAITERS_MAX);
 }
 
 /* await_termination on @l: @state judges, from one load of the object's
