@@ -1024,6 +1024,9 @@ static enum wake_need pool_published(struct pool *p)
 
 /* The wake-up pool_published decided, and the hold's release: the last
  * touch of the pool by this execute (which may free it: destroy came). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
 static void pool_wake_held(struct pool *p, enum wake_need w)
 {
     if (test_after_publish != NULL)
@@ -1109,6 +1112,9 @@ static int push_try(struct push *u, struct ring_spare *sp)
  * again (ring_spare), until the push says something else; a failed
  * allocation makes the next try that still wants room say SEREX_ENOMEM.
  */
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
 static int push_with_spare(struct push *u, struct ring_spare *sp)
 {
     int rc;
@@ -1142,11 +1148,43 @@ static int pool_push(struct push *u)
     return rc;
 }
 
+/*
+ * The ring's push written out straight (pool_push's, for the NORMAL face):
+ * the path every task takes, with nothing on it a plain push did not have
+ * but the wake-up decision under the lock.
+ */
 static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
 {
-    struct push u = {pool_of(ex), NULL, fn, arg, WAKE_NONE};
+    struct pool *p = pool_of(ex);
+    struct ring_spare sp = {NULL, 0, NULL, false};
+    enum wake_need w = WAKE_NONE;
+    int rc = SEREX_EREJECTED;
 
-    return pool_push(&u);
+    if (serex__unlikely(serex__forked_since(p->gen)))
+        return SEREX_EREJECTED; /* a child: our threads are not here */
+    serex__spin_lock(&p->put_lock);
+    /* relaxed: put_lock orders the flag against the pushes (see essay) */
+    if (serex__likely(!(atomic_load_explicit(&p->state, memory_order_relaxed) &
+                        ST_SHUTDOWN)))
+        rc = ring_push(p, fn, arg, &sp);
+    if (serex__likely(rc == SEREX_OK))
+        w = pool_wake_need(p);
+    else if (rc != RING_NEED_ROOM)
+        p->rejected++;
+    if (serex__unlikely(w != WAKE_NONE)) /* the hold: see pool_published */
+        serex__life_hold(&p->life);
+    serex__spin_unlock(&p->put_lock);
+    if (serex__likely(w == WAKE_NONE && rc != RING_NEED_ROOM))
+        return rc; /* no touch of the pool after the unlock */
+    if (rc == RING_NEED_ROOM) {
+        struct push u = {p, NULL, fn, arg, WAKE_NONE};
+
+        rc = push_with_spare(&u, &sp);
+        w = u.w;
+    }
+    if (w != WAKE_NONE)
+        pool_wake_held(p, w);
+    return rc;
 }
 
 static void pool_wake_all(struct pool *p)
