@@ -260,6 +260,17 @@ static void *cache_refill(enum serex__cache_class cls)
     return block_hand_out(cls, b);
 }
 
+void *serex__cache_alloc_local(enum serex__cache_class cls)
+{
+    void *b = TC.head[cls];
+
+    if (b == NULL)
+        return NULL;
+    TC.head[cls] = links_of(cls, b)->next;
+    TC.count[cls]--;
+    return block_hand_out(cls, b);
+}
+
 void *serex__cache_alloc(enum serex__cache_class cls)
 {
     void *b = TC.head[cls];

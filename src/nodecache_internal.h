@@ -46,6 +46,10 @@ enum serex__cache_class {
 /* A block of the class (aligned to 64 when its size is a multiple of 64,
  * else to 32); NULL if out of memory. */
 void *serex__cache_alloc(enum serex__cache_class cls);
+/* A block from the calling thread's own list, or NULL when it is empty:
+ * never the depot, never the system allocator, never a lock (safe under a
+ * spinlock; serex__cache_alloc then refills). */
+void *serex__cache_alloc_local(enum serex__cache_class cls);
 /* Gives a block back; it may be handed to another thread's allocation. */
 void serex__cache_free(enum serex__cache_class cls, void *block);
 /* Frees the depot and the calling thread's list (tests: leak checks). */
