@@ -557,6 +557,18 @@ static void bench_noop(void *arg)
     (void)arg;
 }
 
+/* Shuts @pool down, waits for its tasks, sets *@wakes to the wake-ups made
+ * since it read @w0, and frees it. */
+static int wakeups_stop(serex_executor *pool, unsigned long w0,
+                        unsigned long *wakes)
+{
+    serex_shutdown(pool);
+    if (serex_await_termination(pool, SEREX_FOREVER) != SEREX_OK)
+        return -1;
+    *wakes = serex__pool_wakes(pool) - w0;
+    return pool_stop(pool);
+}
+
 static int wakeups_burst(int threads, double *per_burst)
 {
     serex_executor *pool = pool_start(threads);
@@ -564,18 +576,16 @@ static int wakeups_burst(int threads, double *per_burst)
 
     if (pool == NULL)
         return -1;
-    unsigned long w0 = serex__pool_wakes(pool);
+    unsigned long w0 = serex__pool_wakes(pool), wakes = 0;
     for (int b = 0; b < bursts; b++) {
         sleep_until(now_ns() + 500000); /* 10x the longest spin: they park */
         for (int i = 0; i < per; i++)
             if (serex_execute(pool, bench_noop, NULL) != SEREX_OK)
                 return -1;
     }
-    serex_shutdown(pool);
-    if (serex_await_termination(pool, SEREX_FOREVER) != SEREX_OK)
-        return -1;
-    *per_burst = (double)(serex__pool_wakes(pool) - w0) / bursts;
-    return pool_stop(pool);
+    int rc = wakeups_stop(pool, w0, &wakes);
+    *per_burst = (double)wakes / bursts;
+    return rc;
 }
 
 static int wakeups_busy(int threads, double *per_k)
@@ -585,15 +595,13 @@ static int wakeups_busy(int threads, double *per_k)
 
     if (pool == NULL)
         return -1;
-    unsigned long w0 = serex__pool_wakes(pool);
+    unsigned long w0 = serex__pool_wakes(pool), wakes = 0;
     for (long i = 0; i < n; i++)
         if (serex_execute(pool, bench_noop, NULL) != SEREX_OK)
             return -1;
-    serex_shutdown(pool);
-    if (serex_await_termination(pool, SEREX_FOREVER) != SEREX_OK)
-        return -1;
-    *per_k = 1000.0 * (double)(serex__pool_wakes(pool) - w0) / (double)n;
-    return pool_stop(pool);
+    int rc = wakeups_stop(pool, w0, &wakes);
+    *per_k = 1000.0 * (double)wakes / (double)n;
+    return rc;
 }
 
 static int wakeups_trickle(int threads, double *resets_per_task)

@@ -185,6 +185,7 @@
 #include "op_internal.h"
 #include "spinlock_internal.h"
 #include "stats_internal.h"
+#include "striped_internal.h"
 #include "thread_internal.h"
 
 #define DEFAULT_BATCH 64u
@@ -316,9 +317,19 @@ static uint64_t key_hash(uint64_t key)
     return key ^ (key >> 31);
 }
 
+static unsigned shard_index(uint64_t hash)
+{
+    return (unsigned)(hash >> 56 & (SHARDS - 1));
+}
+
 static struct stripe_shard *lane_shard(struct serex_striped *s, uint64_t hash)
 {
-    return &s->shards[hash >> 56 & (SHARDS - 1)];
+    return &s->shards[shard_index(hash)];
+}
+
+unsigned serex__striped_shard_of(uint64_t key)
+{
+    return shard_index(key_hash(key));
 }
 
 static size_t sh_count(struct stripe_shard *sh)

@@ -15,6 +15,7 @@
  * never twice, never lost.
  */
 #include "test_util.h"
+#include "test_wrap_executor.h"
 
 #define PRODUCERS TEST_RACE_PRODUCERS
 #define NTASKS TEST_RACE_TASKS
@@ -138,50 +139,11 @@ static void stress_striped_shutdown_now_racing_execute_loses_nothing(
  * drain is being submitted (the window in which a refusal must owe the
  * drain). It forwards everything else.
  */
-struct slow {
-    serex_executor base; /* first: the vtable's casts */
-    serex_executor *pool;
-};
-
-static serex_executor *slow_pool(serex_executor *ex)
-{
-    return ((struct slow *)(void *)ex)->pool;
-}
-
-static int slow_execute(serex_executor *ex, serex_fn fn, void *arg)
+static int slow_execute(struct test_wrap *w, serex_fn fn, void *arg)
 {
     serex__thread_yield();
-    return serex_execute(slow_pool(ex), fn, arg);
+    return serex_execute(w->inner, fn, arg);
 }
-
-static void slow_shutdown(serex_executor *ex)
-{
-    serex_shutdown(slow_pool(ex));
-}
-
-static size_t slow_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
-                                void *ctx)
-{
-    return serex_shutdown_now(slow_pool(ex), on_pending, ctx);
-}
-
-static int slow_await(serex_executor *ex, int64_t timeout_ns)
-{
-    return serex_await_termination(slow_pool(ex), timeout_ns);
-}
-
-static void slow_destroy(serex_executor *ex)
-{
-    (void)ex; /* the test destroys the pool */
-}
-
-static const serex_executor_ops slow_ops = {
-    .execute = slow_execute,
-    .shutdown = slow_shutdown,
-    .shutdown_now = slow_shutdown_now,
-    .await_termination = slow_await,
-    .destroy = slow_destroy,
-};
 
 struct full_item {
     struct full_race *race;
@@ -245,7 +207,7 @@ static void stress_striped_refusals_racing_producers_lose_nothing(void **state)
         .threads = 2, .queue_capacity = 2, .name = "stress-full"};
     serex_serial_config cfg = {.batch = 4};
     struct full_race *r = calloc(1, sizeof *r);
-    struct slow slow = {{&slow_ops}, NULL};
+    struct test_wrap slow;
     serex_executor *pool, *ex;
     serex_stats st;
     long efull = 0;
@@ -253,7 +215,7 @@ static void stress_striped_refusals_racing_producers_lose_nothing(void **state)
     (void)state;
     assert_non_null(r);
     assert_int_equal(serex_pool_create(&pcfg, &pool), SEREX_OK);
-    slow.pool = pool;
+    test_wrap_init(&slow, pool, slow_execute);
     assert_int_equal(serex_striped_create(&slow.base, &cfg, &r->st), SEREX_OK);
     ex = serex_striped_executor(r->st);
     for (unsigned p = 0; p < FULL_PRODUCERS; p++)

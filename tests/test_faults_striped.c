@@ -8,6 +8,8 @@
  */
 #include "test_faults.h"
 
+#include "striped_internal.h"
+
 /* --- striped over a manual executor, many keys --- */
 
 #define NSAME 40  /* keys sharing one shard: its table must grow */
@@ -18,18 +20,6 @@
 #define STRIPED_PEAK 67
 #define LANE_PEAK 3
 
-/* striped.c's key hash (splitmix64's finaliser) and shard choice, used
- * only to pick keys that share a shard; with any other hash the keys
- * just spread, and the test still holds. */
-static uint64_t striped_hash(uint64_t key)
-{
-    key ^= key >> 30;
-    key *= UINT64_C(0xbf58476d1ce4e5b9);
-    key ^= key >> 27;
-    key *= UINT64_C(0x94d049bb133111eb);
-    return key ^ (key >> 31);
-}
-
 static void striped_keys(uint64_t *keys)
 {
     const uint64_t spread[NSPREAD] = {1, 2, 64, UINT64_C(1) << 32,
@@ -38,7 +28,7 @@ static void striped_keys(uint64_t *keys)
     size_t n = 0;
 
     for (uint64_t k = 1000; n < NSAME; k++)
-        if ((striped_hash(k) >> 56) == 0)
+        if (serex__striped_shard_of(k) == 0)
             keys[n++] = k;
     for (size_t i = 0; i < NSPREAD; i++)
         keys[NSAME + i] = spread[i];

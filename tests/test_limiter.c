@@ -15,6 +15,7 @@
  * wait is bounded by TEST_TIMEOUT.
  */
 #include "test_util.h"
+#include "test_wrap_executor.h"
 #include "test_user_executor.h"
 
 #include <stdlib.h> /* calloc, free */
@@ -769,79 +770,6 @@ static void limiter_target_refusing_while_a_runner_works_accepts(void **state)
     f->lim[0] = NULL;
 }
 
-/*
- * A bounded target that is full for a moment: it refuses the next
- * `refusals` submissions with SEREX_EFULL and passes the rest to `inner`.
- * At its first refusal a racing producer's task (`racer`) enters the
- * limiter, queued behind the task whose runner is being refused, as a
- * second producer would between the first one's count and its runner's
- * submission.
- */
-struct full_target {
-    serex_executor base;
-    serex_executor *inner;
-    serex_executor *lim;
-    struct item *racer;
-    atomic_int refusals;
-    atomic_int calls;
-};
-
-static struct full_target *full_of(serex_executor *ex)
-{
-    return (struct full_target *)(void *)ex;
-}
-
-static int full_execute(serex_executor *ex, serex_fn fn, void *arg)
-{
-    struct full_target *ft = full_of(ex);
-    struct item *racer = ft->racer;
-
-    atomic_fetch_add(&ft->calls, 1);
-    if (atomic_load(&ft->refusals) > 0) {
-        atomic_fetch_sub(&ft->refusals, 1);
-        if (racer != NULL) {
-            ft->racer = NULL;
-            assert_int_equal(serex_execute(ft->lim, log_task, racer), SEREX_OK);
-        }
-        return SEREX_EFULL;
-    }
-    return serex_execute(ft->inner, fn, arg);
-}
-
-static void full_shutdown(serex_executor *ex)
-{
-    serex_shutdown(full_of(ex)->inner);
-}
-
-static size_t full_shutdown_now(serex_executor *ex, serex_pending_fn p,
-                                void *ctx)
-{
-    return serex_shutdown_now(full_of(ex)->inner, p, ctx);
-}
-
-static int full_await(serex_executor *ex, int64_t timeout_ns)
-{
-    return serex_await_termination(full_of(ex)->inner, timeout_ns);
-}
-
-static void full_destroy(serex_executor *ex)
-{
-    (void)ex; /* the test owns it and its inner executor */
-}
-
-static const serex_executor_ops full_ops = {
-    full_execute, full_shutdown, full_shutdown_now, full_await, full_destroy};
-
-static void full_init(struct full_target *ft, serex_executor *inner,
-                      int refusals, struct item *racer)
-{
-    memset(ft, 0, sizeof *ft);
-    ft->base.ops = &full_ops;
-    ft->inner = inner;
-    ft->racer = racer;
-    atomic_store(&ft->refusals, refusals);
-}
-
 static void destroy_lim0(struct fixture *f)
 {
     assert_int_equal(serex_destroy(f->lim[0]), SEREX_OK);
@@ -861,14 +789,14 @@ static void limiter_target_full_with_a_task_behind_goes_on(void **state)
     struct fixture *f = *state;
 
     for (unsigned max = 1; max <= 2; max++) {
-        struct full_target ft;
+        struct test_full_target ft;
         serex_executor *l;
         serex_stats st;
 
         f->nlog = 0;
-        full_init(&ft, f->manual, (int)max, &f->items[1]);
-        l = make_limiter(f, 0, &ft.base, max);
-        ft.lim = l;
+        test_full_init(&ft, f->manual, (int)max, log_task, &f->items[1]);
+        l = make_limiter(f, 0, &ft.w.base, max);
+        ft.wrapper = l;
         assert_int_equal(serex_execute(l, log_task, &f->items[0]), SEREX_OK);
         assert_int_equal(atomic_load(&ft.refusals), 0);
         assert_false(serex_manual_run_one(f->manual)); /* none: owed */
@@ -895,12 +823,12 @@ static void limiter_target_full_with_a_task_behind_goes_on(void **state)
 static void limiter_await_starts_an_owed_runner(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *l;
 
-    full_init(&ft, f->manual, 1, &f->items[1]);
-    l = make_limiter(f, 0, &ft.base, 1);
-    ft.lim = l;
+    test_full_init(&ft, f->manual, 1, log_task, &f->items[1]);
+    l = make_limiter(f, 0, &ft.w.base, 1);
+    ft.wrapper = l;
     assert_int_equal(serex_execute(l, log_task, &f->items[0]), SEREX_OK);
     serex_shutdown(l);
     assert_int_equal(serex_execute(l, never_task, f), SEREX_EREJECTED);
@@ -918,12 +846,12 @@ static void limiter_await_starts_an_owed_runner(void **state)
 static void limiter_shutdown_now_hands_back_with_a_runner_owed(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *l;
 
-    full_init(&ft, f->manual, 1, &f->items[1]);
-    l = make_limiter(f, 0, &ft.base, 1);
-    ft.lim = l;
+    test_full_init(&ft, f->manual, 1, log_task, &f->items[1]);
+    l = make_limiter(f, 0, &ft.w.base, 1);
+    ft.wrapper = l;
     assert_int_equal(serex_execute(l, never_task, &f->items[0]), SEREX_OK);
     assert_int_equal(serex_shutdown_now(l, test_pending_cb, &f->pending), 2);
     assert_ptr_equal(f->pending.args[0], &f->items[0]);
@@ -942,13 +870,13 @@ static void limiter_shutdown_now_hands_back_with_a_runner_owed(void **state)
 static void limiter_destroy_retries_an_owed_runner_until_it_runs(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *l;
 
     make_pool(f, 1);
-    full_init(&ft, f->pool, 3, &f->items[1]);
-    l = make_limiter(f, 0, &ft.base, 1);
-    ft.lim = l;
+    test_full_init(&ft, f->pool, 3, log_task, &f->items[1]);
+    l = make_limiter(f, 0, &ft.w.base, 1);
+    ft.wrapper = l;
     assert_int_equal(serex_execute(l, log_task, &f->items[0]), SEREX_OK);
     destroy_lim0(f);
     assert_int_equal(atomic_load(&ft.refusals), 0);
@@ -960,13 +888,13 @@ static void limiter_destroy_retries_an_owed_runner_until_it_runs(void **state)
 static void limiter_owed_runner_rejected_at_retry_breaks(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *l;
     serex_future *fu = NULL;
 
-    full_init(&ft, f->manual, 1, &f->items[1]);
-    l = make_limiter(f, 0, &ft.base, 1);
-    ft.lim = l;
+    test_full_init(&ft, f->manual, 1, log_task, &f->items[1]);
+    l = make_limiter(f, 0, &ft.w.base, 1);
+    ft.wrapper = l;
     assert_int_equal(serex_submit(l, count_call, &f->items[0], &fu), SEREX_OK);
     serex_shutdown(f->manual);
     assert_int_equal(serex_execute(l, never_task, f), SEREX_OK); /* kept */
@@ -986,16 +914,16 @@ static void limiter_owed_runner_rejected_at_retry_breaks(void **state)
 static void limiter_allocates_under_no_spinlock(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *l;
 
 #ifdef NDEBUG
     skip(); /* the count is kept in Debug builds only */
 #endif
-    full_init(&ft, &f->user.base, 1, &f->items[1]);
+    test_full_init(&ft, &f->user.base, 1, log_task, &f->items[1]);
     (void)serex__alloc_spin_count();
-    l = make_limiter(f, 0, &ft.base, 2);
-    ft.lim = l;
+    l = make_limiter(f, 0, &ft.w.base, 2);
+    ft.wrapper = l;
     assert_int_equal(serex_execute(l, log_task, &f->items[0]), SEREX_OK);
     for (size_t i = 2; i < 8; i++)
         assert_int_equal(serex_execute(l, log_task, &f->items[i]), SEREX_OK);

@@ -10,6 +10,7 @@
  * worker. Every cross-thread wait is bounded by TEST_TIMEOUT.
  */
 #include "test_util.h"
+#include "test_wrap_executor.h"
 #include "test_user_executor.h"
 
 #include <stdlib.h> /* calloc, free */
@@ -696,82 +697,6 @@ static void serial_destroy_on_terminated_pool_does_not_hang(void **state)
     f->ser[0] = NULL;
 }
 
-/*
- * A bounded target that is full for a moment: it refuses the next
- * `refusals` submissions with SEREX_EFULL and passes the rest to `inner`.
- * At its first refusal a racing producer's task (`racer`) enters the
- * serial, queued behind the task whose drain is being refused, as a
- * second producer would between the first one's count and its drain's
- * submission.
- */
-struct full_target {
-    serex_executor base;
-    serex_executor *inner;
-    serex_executor *serial;
-    struct item *racer;
-    atomic_int refusals;
-    atomic_int calls;
-};
-
-static struct full_target *full_of(serex_executor *ex)
-{
-    return (struct full_target *)(void *)ex;
-}
-
-static int full_execute(serex_executor *ex, serex_fn fn, void *arg)
-{
-    struct full_target *ft = full_of(ex);
-    struct item *racer = ft->racer;
-
-    atomic_fetch_add(&ft->calls, 1);
-    if (atomic_load(&ft->refusals) > 0) {
-        atomic_fetch_sub(&ft->refusals, 1);
-        if (racer != NULL) {
-            ft->racer = NULL;
-            /* queued behind: wip was 1, so it starts no drain */
-            assert_int_equal(serex_execute(ft->serial, log_task, racer),
-                             SEREX_OK);
-        }
-        return SEREX_EFULL;
-    }
-    return serex_execute(ft->inner, fn, arg);
-}
-
-static void full_shutdown(serex_executor *ex)
-{
-    serex_shutdown(full_of(ex)->inner);
-}
-
-static size_t full_shutdown_now(serex_executor *ex, serex_pending_fn p,
-                                void *ctx)
-{
-    return serex_shutdown_now(full_of(ex)->inner, p, ctx);
-}
-
-static int full_await(serex_executor *ex, int64_t timeout_ns)
-{
-    return serex_await_termination(full_of(ex)->inner, timeout_ns);
-}
-
-static void full_destroy(serex_executor *ex)
-{
-    (void)ex; /* the test owns it and its inner executor */
-}
-
-static const serex_executor_ops full_ops = {
-    full_execute, full_shutdown, full_shutdown_now, full_await, full_destroy,
-};
-
-static void full_init(struct full_target *ft, serex_executor *inner,
-                      int refusals, struct item *racer)
-{
-    memset(ft, 0, sizeof *ft);
-    ft->base.ops = &full_ops;
-    ft->inner = inner;
-    ft->racer = racer;
-    atomic_store(&ft->refusals, refusals);
-}
-
 static void destroy_ser0(struct fixture *f)
 {
     assert_int_equal(serex_destroy(f->ser[0]), SEREX_OK);
@@ -794,14 +719,14 @@ static void assert_logged(struct fixture *f, const size_t *want, size_t n)
 static void serial_target_full_once_with_a_task_behind_goes_on(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *s;
     serex_stats st;
     const size_t want[] = {0, 1, 2, 3, 4};
 
-    full_init(&ft, f->manual, 1, &f->items[1]);
-    s = make_serial(f, 0, &ft.base, 0);
-    ft.serial = s;
+    test_full_init(&ft, f->manual, 1, log_task, &f->items[1]);
+    s = make_serial(f, 0, &ft.w.base, 0);
+    ft.wrapper = s;
     assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
     assert_int_equal(atomic_load(&ft.refusals), 0);
     assert_false(serex_manual_run_one(f->manual)); /* no drain: owed */
@@ -829,13 +754,13 @@ static void serial_target_full_once_with_a_task_behind_goes_on(void **state)
 static void serial_target_full_again_keeps_the_drain_owed(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *s;
     const size_t want[] = {0, 1, 2, 3};
 
-    full_init(&ft, f->manual, 2, &f->items[1]);
-    s = make_serial(f, 0, &ft.base, 0);
-    ft.serial = s;
+    test_full_init(&ft, f->manual, 2, log_task, &f->items[1]);
+    s = make_serial(f, 0, &ft.w.base, 0);
+    ft.wrapper = s;
     assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
     assert_int_equal(serex_execute(s, log_task, &f->items[2]), SEREX_OK);
     assert_false(serex_manual_run_one(f->manual)); /* refused again */
@@ -851,13 +776,13 @@ static void serial_target_full_again_keeps_the_drain_owed(void **state)
 static void serial_await_submits_an_owed_drain(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *s;
     const size_t want[] = {0, 1};
 
-    full_init(&ft, f->manual, 1, &f->items[1]);
-    s = make_serial(f, 0, &ft.base, 0);
-    ft.serial = s;
+    test_full_init(&ft, f->manual, 1, log_task, &f->items[1]);
+    s = make_serial(f, 0, &ft.w.base, 0);
+    ft.wrapper = s;
     assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
     serex_shutdown(s);
     assert_int_equal(serex_execute(s, never_task, f), SEREX_EREJECTED);
@@ -875,12 +800,12 @@ static void serial_await_submits_an_owed_drain(void **state)
 static void serial_shutdown_now_hands_back_an_owed_drains_tasks(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *s;
 
-    full_init(&ft, f->manual, 1, &f->items[1]);
-    s = make_serial(f, 0, &ft.base, 0);
-    ft.serial = s;
+    test_full_init(&ft, f->manual, 1, log_task, &f->items[1]);
+    s = make_serial(f, 0, &ft.w.base, 0);
+    ft.wrapper = s;
     assert_int_equal(serex_execute(s, never_task, &f->items[0]), SEREX_OK);
     assert_int_equal(serex_shutdown_now(s, test_pending_cb, &f->pending), 2);
     assert_ptr_equal(f->pending.args[0], &f->items[0]);
@@ -900,14 +825,14 @@ static void serial_bounded_full_submits_an_owed_drain(void **state)
 {
     struct fixture *f = *state;
     serex_serial_config cfg = {.queue_capacity = 2};
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *s;
     const size_t want[] = {0, 1, 2};
 
-    full_init(&ft, f->manual, 1, &f->items[1]);
-    assert_int_equal(serex_serial_create(&ft.base, &cfg, &f->ser[0]), SEREX_OK);
+    test_full_init(&ft, f->manual, 1, log_task, &f->items[1]);
+    assert_int_equal(serex_serial_create(&ft.w.base, &cfg, &f->ser[0]), SEREX_OK);
     s = f->ser[0];
-    ft.serial = s;
+    ft.wrapper = s;
     assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
     assert_int_equal(serex_execute(s, log_task, &f->items[2]), SEREX_EFULL);
     assert_int_equal(atomic_load(&ft.calls), 2); /* the drain: resubmitted */
@@ -926,14 +851,14 @@ static void serial_bounded_full_submits_an_owed_drain(void **state)
 static void serial_destroy_retries_an_owed_drain_until_it_runs(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *s;
     const size_t want[] = {0, 1};
 
     make_pool(f, 1);
-    full_init(&ft, f->pool, 3, &f->items[1]);
-    s = make_serial(f, 0, &ft.base, 0);
-    ft.serial = s;
+    test_full_init(&ft, f->pool, 3, log_task, &f->items[1]);
+    s = make_serial(f, 0, &ft.w.base, 0);
+    ft.wrapper = s;
     assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
     assert_int_equal(serex_destroy(s), SEREX_OK);
     f->ser[0] = NULL;
@@ -946,13 +871,13 @@ static void serial_destroy_retries_an_owed_drain_until_it_runs(void **state)
 static void serial_owed_drain_rejected_at_retry_breaks(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *s;
     serex_future *fu = NULL;
 
-    full_init(&ft, f->manual, 1, &f->items[1]);
-    s = make_serial(f, 0, &ft.base, 0);
-    ft.serial = s;
+    test_full_init(&ft, f->manual, 1, log_task, &f->items[1]);
+    s = make_serial(f, 0, &ft.w.base, 0);
+    ft.wrapper = s;
     assert_int_equal(serex_submit(s, count_call, &f->items[0], &fu), SEREX_OK);
     serex_shutdown(f->manual);
     assert_int_equal(serex_execute(s, never_task, f), SEREX_OK); /* kept */
@@ -973,16 +898,16 @@ static void serial_owed_drain_rejected_at_retry_breaks(void **state)
 static void serial_allocates_under_no_spinlock(void **state)
 {
     struct fixture *f = *state;
-    struct full_target ft;
+    struct test_full_target ft;
     serex_executor *s;
 
 #ifdef NDEBUG
     skip(); /* the count is kept in Debug builds only */
 #endif
-    full_init(&ft, &f->user.base, 1, &f->items[1]);
+    test_full_init(&ft, &f->user.base, 1, log_task, &f->items[1]);
     (void)serex__alloc_spin_count();
-    s = make_serial(f, 0, &ft.base, 2);
-    ft.serial = s;
+    s = make_serial(f, 0, &ft.w.base, 2);
+    ft.wrapper = s;
     assert_int_equal(serex_execute(s, log_task, &f->items[0]), SEREX_OK);
     for (size_t i = 2; i < 8; i++)
         assert_int_equal(serex_execute(s, log_task, &f->items[i]), SEREX_OK);

@@ -14,6 +14,7 @@
 #include <stdlib.h> /* calloc, free */
 
 #include "nodecache_internal.h" /* serex__cache_trim */
+#include "striped_internal.h"
 #include "test_user_executor.h"
 
 #define NI 1000
@@ -1169,18 +1170,6 @@ static void striped_target_refusing_for_good_breaks_the_striped(void **state)
     f->st = NULL;
 }
 
-/* striped.c's key hash and shard (splitmix64's finaliser, the top byte),
- * used only to pick keys that share a shard: with any other hash the
- * keys spread, and the test below checks less. */
-static uint64_t striped_hash(uint64_t key)
-{
-    key ^= key >> 30;
-    key *= UINT64_C(0xbf58476d1ce4e5b9);
-    key ^= key >> 27;
-    key *= UINT64_C(0x94d049bb133111eb);
-    return key ^ (key >> 31);
-}
-
 #define ONE_SHARD_KEYS 3000
 
 /*
@@ -1203,7 +1192,7 @@ static void striped_lane_map_allocates_under_no_spinlock(void **state)
 
     assert_non_null(keys);
     for (uint64_t k = 1; n < ONE_SHARD_KEYS; k++)
-        if (striped_hash(k) >> 56 == 7)
+        if (serex__striped_shard_of(k) == 7)
             keys[n++] = k;
     s = make_striped(f, &t->u.base, 0);
     (void)serex__alloc_spin_count(); /* from now on */

@@ -38,6 +38,7 @@
  * per busy lane whose drain is not owed.
  */
 #include "test_util.h"
+#include "test_wrap_executor.h"
 
 #include <stdlib.h> /* calloc, free */
 #include <string.h> /* memset */
@@ -57,7 +58,7 @@ struct fixture;
  * the striped when that is set (a second producer racing in).
  */
 struct gate {
-    serex_executor base; /* first: the vtable's casts */
+    struct test_wrap w; /* first: forwards to the manual executor */
     struct fixture *f;
     bool armed;
     struct mtask *behind;
@@ -196,51 +197,17 @@ static void on_pending(serex_fn fn, void *arg, void *ctx)
 
 static void model_execute_behind(struct fixture *f, struct mtask *t);
 
-static serex_executor *gate_manual(serex_executor *ex)
+static int gate_execute(struct test_wrap *w, serex_fn fn, void *arg)
 {
-    return ((struct gate *)(void *)ex)->f->manual;
-}
-
-static int gate_execute(serex_executor *ex, serex_fn fn, void *arg)
-{
-    struct gate *g = (struct gate *)(void *)ex;
+    struct gate *g = (struct gate *)(void *)w;
 
     if (!g->armed)
-        return serex_execute(gate_manual(ex), fn, arg);
+        return serex_execute(w->inner, fn, arg);
     g->armed = false;
     if (g->behind != NULL)
         model_execute_behind(g->f, g->behind);
     return SEREX_EFULL;
 }
-
-static void gate_shutdown(serex_executor *ex)
-{
-    serex_shutdown(gate_manual(ex));
-}
-
-static size_t gate_shutdown_now(serex_executor *ex, serex_pending_fn pending,
-                                void *ctx)
-{
-    return serex_shutdown_now(gate_manual(ex), pending, ctx);
-}
-
-static int gate_await(serex_executor *ex, int64_t timeout_ns)
-{
-    return serex_await_termination(gate_manual(ex), timeout_ns);
-}
-
-static void gate_destroy(serex_executor *ex)
-{
-    (void)ex; /* the test destroys the manual executor */
-}
-
-static const serex_executor_ops gate_ops = {
-    .execute = gate_execute,
-    .shutdown = gate_shutdown,
-    .shutdown_now = gate_shutdown_now,
-    .await_termination = gate_await,
-    .destroy = gate_destroy,
-};
 
 /* --- checks --- */
 
@@ -451,9 +418,10 @@ static void run_seed(struct fixture *f, uint64_t seed, unsigned batch,
     f->rng = seed;
     f->batch = batch;
     f->refusing = refusing;
-    f->gate = (struct gate){{&gate_ops}, f, false, NULL, -1};
+    f->gate = (struct gate){.f = f, .behind_rc = -1};
     assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
-    assert_int_equal(serex_striped_create(refusing ? &f->gate.base : f->manual,
+    test_wrap_init(&f->gate.w, f->manual, gate_execute);
+    assert_int_equal(serex_striped_create(refusing ? &f->gate.w.base : f->manual,
                                           &cfg, &f->st),
                      SEREX_OK);
     check_invariants(f);
