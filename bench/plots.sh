@@ -249,7 +249,8 @@ page="$out/BENCHMARKS.md"
 
 serex and other executor libraries run the same workloads
 ([shared/bench/WORKLOADS.md](../../shared/bench/WORKLOADS.md); serex's side
-is [bench/serex_bench.c](../bench/serex_bench.c), described in
+is \`serex_bench\` ([bench/bench_main.c](../bench/bench_main.c) and one file
+per workload family beside it), described in
 [bench/README.md](../bench/README.md)). \`bench/compare.sh\` runs serex, then
 every peer, one at a time, and saves the RESULT lines; this page is drawn
 from such files.
