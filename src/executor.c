@@ -86,6 +86,7 @@ const char *serex_strerror(int status)
 /* --- frames: which executors this thread is running a task for --- */
 
 static SEREX__THREAD_LOCAL struct serex__frame *current_frame;
+SEREX__THREAD_LOCAL bool serex__op_yielding; /* op_internal.h */
 
 void serex__frame_push(struct serex__frame *f, serex_executor *ex)
 {

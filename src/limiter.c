@@ -345,7 +345,7 @@ static void limiter_run(struct serex__op *op)
              * Account first: the resubmitted runner may never run. */
             limiter_account(l);
             held = false;
-            if (serex__op_submit(l->target, &l->runner) == SEREX_OK) {
+            if (serex__op_yield(l->target, &l->runner) == SEREX_OK) {
                 serex__frame_pop(&frame);
                 return; /* our slot and reference pass to the new visit */
             }

@@ -57,4 +57,29 @@ static inline int serex__op_submit(serex_executor *ex, struct serex__op *op)
     return ex->ops->execute(ex, serex__op_run, op);
 }
 
+/*
+ * A yield: @op gives its thread back after a batch (a serial's or a lane's
+ * drain, a limiter's runner: promise 4) and queues itself again. Said to
+ * the target for the length of the call, so that a pool puts it behind
+ * the tasks it already has instead of in its worker's next-task slot,
+ * where it would run again at once (as Tokio's yields skip its LIFO slot).
+ */
+extern SEREX__THREAD_LOCAL bool serex__op_yielding;
+
+static inline int serex__op_yield(serex_executor *ex, struct serex__op *op)
+{
+    int rc;
+
+    serex__op_yielding = true;
+    rc = serex__op_submit(ex, op);
+    serex__op_yielding = false;
+    return rc;
+}
+
+/* Is the calling thread's execute a yield (serex__op_yield)? */
+static inline bool serex__yield_requested(void)
+{
+    return serex__op_yielding;
+}
+
 #endif /* SEREX_OP_INTERNAL_H */

@@ -171,12 +171,14 @@
  * one count across levels would put a shared counter on the ring's path.
  */
 #include <stdio.h>  /* snprintf for thread names */
+#include <stdlib.h> /* qsort: shutdown_now's hand-back order */
 
 #include "alloc_internal.h"
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"
 #include "fork_internal.h"
+#include "op_internal.h"
 #include "stats_internal.h"
 #include "pool_internal.h"
 #include "spinlock_internal.h"
@@ -191,16 +193,16 @@ static struct pool *pool_of(serex_executor *ex)
     return serex__container_of(ex, struct pool, base);
 }
 
-/* --- the queue --- */
+/* --- the shared queue: its shards (see the essay) --- */
 
-static struct ring_slot *ring_alloc(uint64_t slots)
+static struct serex__task_rec *ring_alloc(uint64_t slots)
 {
     return serex__alloc_aligned(SEREX__CACHELINE,
-                                slots * sizeof(struct ring_slot));
+                                slots * sizeof(struct serex__task_rec));
 }
 
 /*
- * A bigger ring for a full one (the ring's, or a level's), allocated with
+ * A bigger ring for a full one (a shard's, or a level's), allocated with
  * no lock held: a push that finds no room says RING_NEED_ROOM and how many
  * slots it wants; its caller lets the lock go, allocates, takes the lock
  * again and pushes once more, and the push swaps the spare in if it is
@@ -211,31 +213,32 @@ static struct ring_slot *ring_alloc(uint64_t slots)
 #define RING_NEED_ROOM 1 /* not a status: the push wants sp->slots slots */
 
 struct ring_spare {
-    struct ring_slot *ring; /* NULL, or sp->slots slots allocated unlocked */
+    struct serex__task_rec *ring; /* NULL, or sp->slots slots */
     uint64_t slots;
-    struct ring_slot *old;  /* replaced under the lock, freed after it */
-    bool nomem;             /* the spare's allocation failed */
+    struct serex__task_rec *old; /* replaced under the lock, freed after */
+    bool nomem;                  /* the spare's allocation failed */
 };
 
 /* Copies the live slots [head, tail) into @to, of mask @to_mask. Both
  * locks held. Returns the old ring, for the caller to free unlocked. */
-static struct ring_slot *ring_move(struct pool *p, struct ring_slot *to,
-                                   uint64_t to_mask)
+static struct serex__task_rec *ring_move(struct inject *q,
+                                         struct serex__task_rec *to,
+                                         uint64_t to_mask)
 {
     /* relaxed: head changes under take_lock, which we hold */
-    uint64_t h = atomic_load_explicit(&p->head, memory_order_relaxed);
-    struct ring_slot *old = p->ring;
+    uint64_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
+    struct serex__task_rec *old = q->ring;
 
-    for (uint64_t i = h; i != p->put_tail; i++)
-        to[i & to_mask] = p->ring[i & p->mask];
-    p->ring = to;
-    p->mask = to_mask;
+    for (uint64_t i = h; i != q->put_tail; i++)
+        to[i & to_mask] = q->ring[i & q->mask];
+    q->ring = to;
+    q->mask = to_mask;
     return old;
 }
 
 /* The spare, if it has @slots slots: taken (true). Else asks for them. */
 static bool spare_take(struct ring_spare *sp, uint64_t slots,
-                       struct ring_slot **out)
+                       struct serex__task_rec **out)
 {
     if (sp->ring == NULL || sp->slots != slots) {
         sp->slots = slots;
@@ -247,212 +250,282 @@ static bool spare_take(struct ring_spare *sp, uint64_t slots,
 }
 
 /* The ring is full: double it with the spare. Under put_lock. */
-static int ring_grow(struct pool *p, struct ring_spare *sp)
+static int ring_grow(struct inject *q, struct ring_spare *sp)
 {
-    uint64_t slots = (p->mask + 1) * 2;
-    struct ring_slot *bigger;
+    uint64_t slots = (q->mask + 1) * 2;
+    struct serex__task_rec *bigger;
 
-    if (slots <= p->mask + 1)
+    if (slots <= q->mask + 1)
         return SEREX_ENOMEM; /* no bigger ring can be counted */
     if (!spare_take(sp, slots, &bigger))
         return RING_NEED_ROOM;
-    serex__spin_lock(&p->take_lock);
-    sp->old = ring_move(p, bigger, slots - 1);
-    serex__spin_unlock(&p->take_lock);
+    serex__spin_lock(&q->take_lock);
+    sp->old = ring_move(q, bigger, slots - 1);
+    serex__spin_unlock(&q->take_lock);
     /* relaxed: a hint, re-checked under both locks */
-    atomic_store_explicit(&p->ring_grown, 1, memory_order_relaxed);
+    atomic_store_explicit(&q->ring_grown, 1, memory_order_relaxed);
     return SEREX_OK;
 }
 
-/* The stale head says no room: look again, then grow or say EFULL. */
-static int ring_make_room(struct pool *p, struct ring_spare *sp)
+/* The stale head says no room for @n more: look again, then grow or say
+ * EFULL. Under put_lock. */
+static int ring_make_room(struct pool *p, struct inject *q, uint64_t n,
+                          struct ring_spare *sp)
 {
     uint64_t used;
 
-    /* acquire: pairs with the release store of head in local_refill, so
+    /* acquire: pairs with the release store of head in shard_take, so
      * the workers' reads of the slots we are about to reuse are done;
      * seq_cst: the look a waiter for room makes after it counts itself
      * (serex_execute_wait's handshake, executor.c) */
-    p->head_seen = atomic_load_explicit(&p->head, memory_order_seq_cst);
-    used = p->put_tail - p->head_seen;
-    if (p->capacity != 0 && used >= p->capacity) {
+    q->head_seen = atomic_load_explicit(&q->head, memory_order_seq_cst);
+    used = q->put_tail - q->head_seen;
+    if (p->capacity != 0 && used + n > p->capacity) {
         serex__room_full(); /* a serex_execute_wait may park: we signal */
         return SEREX_EFULL;
     }
-    if (used > p->mask)
-        return ring_grow(p, sp);
-    return SEREX_OK;
-}
-
-/* Appends a task. Under put_lock. RING_NEED_ROOM: see ring_spare. */
-static int ring_push(struct pool *p, serex_fn fn, void *arg,
-                     struct ring_spare *sp)
-{
-    uint64_t t = p->put_tail, used = t - p->head_seen;
-
-    if (serex__unlikely(used > p->mask ||
-                        (p->capacity != 0 && used >= p->capacity))) {
-        int rc = ring_make_room(p, sp);
+    while (used + n > q->mask + 1) {
+        int rc = ring_grow(q, sp);
 
         if (rc != SEREX_OK)
             return rc;
     }
-    p->ring[t & p->mask] = (struct ring_slot){fn, arg};
-    p->put_tail = t + 1;
+    return SEREX_OK;
+}
+
+/* Appends @n tasks. Under put_lock. RING_NEED_ROOM: see ring_spare. */
+static int ring_push(struct pool *p, struct inject *q,
+                     const struct serex__task_rec *r, unsigned n,
+                     struct ring_spare *sp)
+{
+    uint64_t t = q->put_tail, used = t - q->head_seen;
+
+    if (serex__unlikely(used + n > q->mask + 1 ||
+                        (p->capacity != 0 && used + n > p->capacity))) {
+        int rc = ring_make_room(p, q, n, sp);
+
+        if (rc != SEREX_OK)
+            return rc;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        q->ring[(t + i) & q->mask] = r[i];
+        if (!p->batching) /* one shard: its index is the order */
+            q->ring[(t + i) & q->mask].stamp = t + i;
+    }
+    q->put_tail = t + n;
     /*
      * seq_cst: the publishing half of the park handshake (see the essay):
      * ordered before the producer's loads of spinning and sleepers. Its
-     * release half makes the slot written above visible to the worker that
-     * reads this tail with acquire.
+     * release half makes the slots written above visible to the worker
+     * that reads this tail with acquire.
      */
-    atomic_store_explicit(&p->tail, t + 1, memory_order_seq_cst);
+    atomic_store_explicit(&q->tail, t + n, memory_order_seq_cst);
     return SEREX_OK;
+}
+
+static bool shard_nonempty(struct inject *q)
+{
+    /* seq_cst (both): the re-check half of the park handshake (essay) */
+    return atomic_load_explicit(&q->tail, memory_order_seq_cst) !=
+           atomic_load_explicit(&q->head, memory_order_seq_cst);
 }
 
 static bool queue_nonempty(struct pool *p)
 {
-    /* seq_cst (both): the re-check half of the park handshake (essay) */
-    return atomic_load_explicit(&p->tail, memory_order_seq_cst) !=
-           atomic_load_explicit(&p->head, memory_order_seq_cst);
-}
-
-/* --- local batches --- */
-
-static bool local_empty(struct local *q)
-{
-    /* seq_cst (both): the re-check half of the park handshake, for
-     * batches (see the essay) */
-    return atomic_load_explicit(&q->head, memory_order_seq_cst) ==
-           atomic_load_explicit(&q->tail, memory_order_seq_cst);
-}
-
-/* Takes the oldest task of a batch into *out; the owner's path. */
-static bool local_pop(struct local *q, struct ring_slot *out)
-{
-    /* acquire: pairs with a thief's CAS, so its reads of the slots are
-     * done before we could refill them */
-    uint64_t h = atomic_load_explicit(&q->head, memory_order_acquire);
-
-    /* relaxed: tail is our own */
-    while (h != atomic_load_explicit(&q->tail, memory_order_relaxed)) {
-        struct local_slot *ls = &q->buf[h & (LOCAL_CAP - 1)];
-
-        /* relaxed: our own writes, or validated by the CAS below */
-        out->fn = atomic_load_explicit(&ls->fn, memory_order_relaxed);
-        out->arg = atomic_load_explicit(&ls->arg, memory_order_relaxed);
-        /* acq_rel: decides the task's one taker against thieves and
-         * shutdown_now; on failure h is reloaded (acquire) */
-        if (atomic_compare_exchange_weak_explicit(&q->head, &h, h + 1,
-                                                  memory_order_acq_rel,
-                                                  memory_order_acquire))
+    for (unsigned i = 0; i < p->ninj; i++)
+        if (shard_nonempty(&p->inj[i]))
             return true;
-    }
     return false;
 }
 
-static void local_put(struct local_slot *ls, serex_fn fn, void *arg,
-                      uint64_t gidx)
-{
-    /* relaxed: published by the seq_cst store of the batch's tail */
-    atomic_store_explicit(&ls->fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&ls->arg, arg, memory_order_relaxed);
-    atomic_store_explicit(&ls->gidx, gidx, memory_order_relaxed);
-}
-
 /*
- * Moves up to half the ring (at most LOCAL_CAP) into our empty batch.
- * Under take_lock. Returns how many.
+ * Takes up to @max of a shard's oldest tasks (at most half of what it
+ * holds, so the others get their share): the first into *out, the rest
+ * into our run queue, which is empty. Under take_lock. Returns how many.
  */
-static unsigned local_refill(struct pool *p, struct local *q)
+static unsigned shard_take(struct pool *p, struct inject *q, struct slot *me,
+                           struct serex__task_rec *out, unsigned max)
 {
     /* relaxed: head changes only under take_lock, which we hold */
-    uint64_t h = atomic_load_explicit(&p->head, memory_order_relaxed);
-    uint64_t lt = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    uint64_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
     uint64_t avail;
     unsigned n;
 
-    if (h == p->tail_seen)
+    if (h == q->tail_seen)
         /* acquire: pairs with the store in ring_push; slots are written */
-        p->tail_seen = atomic_load_explicit(&p->tail, memory_order_acquire);
-    avail = p->tail_seen - h;
+        q->tail_seen = atomic_load_explicit(&q->tail, memory_order_acquire);
+    avail = q->tail_seen - h;
     if (avail == 0)
         return 0;
     /*
-     * Half of what is queued, so the others get their share. An elastic
-     * pool takes one at a time: it starts a thread when a task finds every
-     * worker busy, and a task parked in a busy worker's batch would not.
-     * So does a bounded one: its capacity counts every task waiting to
-     * start, and tasks in a batch would escape the count.
+     * An elastic pool takes one at a time: it starts a thread when a task
+     * finds every worker busy, and a task parked in a busy worker's queue
+     * would not. So does a bounded one: its capacity counts every task
+     * waiting to start, and tasks in a run queue would escape the count.
      */
-    n = avail >= 2 * LOCAL_CAP ? LOCAL_CAP : (unsigned)((avail + 1) / 2);
-    if (!p->batching)
-        n = 1;
-    for (unsigned i = 0; i < n; i++) {
-        struct ring_slot *rs = &p->ring[(h + i) & p->mask];
-
-        local_put(&q->buf[(lt + i) & (LOCAL_CAP - 1)], rs->fn, rs->arg, h + i);
-    }
+    n = avail >= 2 * (uint64_t)max ? max : (unsigned)((avail + 1) / 2);
+    *out = q->ring[h & q->mask];
+    for (unsigned i = 1; i < n; i++)
+        serex__runq_put_at(&me->q, i - 1, &q->ring[(h + i) & q->mask]);
     /* release: our reads of the slots happen-before a producer reuses
      * them; seq_cst when bounded: it frees places, the store a waiter for
      * room must see before the freer looks for waiters (executor.c) */
-    atomic_store_explicit(&p->head, h + n,
+    atomic_store_explicit(&q->head, h + n,
                           p->capacity != 0 ? memory_order_seq_cst
                                            : memory_order_release);
-    /* seq_cst: publishes the batch to thieves (release) and is the
-     * publishing half of the park handshake for batches */
-    atomic_store_explicit(&q->tail, lt + n, memory_order_seq_cst);
+    if (n > 1) /* seq_cst: publishes them to thieves (see the runq) */
+        serex__runq_publish(&me->q, n - 1);
+    /* relaxed: tail is ours */
+    me->batch_end = atomic_load_explicit(&me->q.tail, memory_order_relaxed);
     return n;
 }
 
-/* Steals half of @v's batch into our empty batch @q. Returns how many. */
-static unsigned local_steal(struct local *q, struct local *v)
+/*
+ * Takes from the shared queue, starting at our own shard: a shard whose
+ * consumer lock is busy is passed over (someone is taking from it), and
+ * waited for only if no other shard had anything. Returns how many.
+ */
+static unsigned inject_take(struct pool *p, struct slot *me,
+                            struct serex__task_rec *out, unsigned max)
 {
-    /* relaxed: our own tail */
-    uint64_t lt = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    unsigned self = (unsigned)(me - p->slots), busy = p->ninj, n = 0;
 
-    for (int tries = 0; tries < 4; tries++) {
-        /* acquire (both): the owner's slot writes come before its tail */
-        uint64_t h = atomic_load_explicit(&v->head, memory_order_acquire);
-        uint64_t t = atomic_load_explicit(&v->tail, memory_order_acquire);
-        unsigned n;
+    for (unsigned k = 0; k < p->ninj && n == 0; k++) {
+        unsigned i = (self + k) & (p->ninj - 1);
+        struct inject *q = &p->inj[i];
 
-        if (t - h == 0 || t - h > LOCAL_CAP) /* empty, or read torn */
-            return 0;
-        n = (unsigned)((t - h + 1) / 2);
-        for (unsigned i = 0; i < n; i++) {
-            struct local_slot *ls = &v->buf[(h + i) & (LOCAL_CAP - 1)];
-
-            /* relaxed: validated by the CAS below */
-            local_put(&q->buf[(lt + i) & (LOCAL_CAP - 1)],
-                      atomic_load_explicit(&ls->fn, memory_order_relaxed),
-                      atomic_load_explicit(&ls->arg, memory_order_relaxed),
-                      atomic_load_explicit(&ls->gidx, memory_order_relaxed));
+        /* relaxed (both): a look; shard_take reads under the lock */
+        if (atomic_load_explicit(&q->tail, memory_order_relaxed) ==
+            atomic_load_explicit(&q->head, memory_order_relaxed))
+            continue;
+        if (!serex__spin_trylock(&q->take_lock)) {
+            busy = busy == p->ninj ? i : busy;
+            continue;
         }
-        /* acq_rel: claims [h, h + n) against the owner and other thieves */
-        if (atomic_compare_exchange_strong_explicit(&v->head, &h, h + n,
-                                                    memory_order_acq_rel,
-                                                    memory_order_relaxed)) {
-            /* seq_cst: as in local_refill */
-            atomic_store_explicit(&q->tail, lt + n, memory_order_seq_cst);
-            return n;
-        }
+        n = shard_take(p, q, me, out, max);
+        serex__spin_unlock(&q->take_lock);
     }
-    return 0;
+    if (n == 0 && busy != p->ninj) {
+        serex__spin_lock(&p->inj[busy].take_lock);
+        n = shard_take(p, &p->inj[busy], me, out, max);
+        serex__spin_unlock(&p->inj[busy].take_lock);
+    }
+    if (n != 0 && p->capacity != 0)
+        serex__room_made(); /* places freed: wake serex_execute_wait */
+    return n;
 }
 
-/* True if any worker's batch holds a task (the idle re-check). */
+/* An idle worker gives a grown, empty ring back (memory after a burst). */
+static void shard_try_shrink(struct pool *p, struct inject *q)
+{
+    struct serex__task_rec *small;
+
+    /* relaxed: a hint; everything is re-checked under both locks */
+    if (!atomic_load_explicit(&q->ring_grown, memory_order_relaxed))
+        return;
+    small = ring_alloc(RING_MIN);
+    if (small == NULL)
+        return; /* keep the big one; nothing is lost */
+    serex__spin_lock(&q->put_lock);
+    serex__spin_lock(&q->take_lock);
+    /* relaxed: shutdown_now sets STOP before taking these locks */
+    if (q->mask + 1 > RING_MIN && !shard_nonempty(q) &&
+        !(atomic_load_explicit(&p->state, memory_order_relaxed) & ST_STOP)) {
+        small = ring_move(q, small, RING_MIN - 1); /* the big one: freed */
+        /* relaxed: a hint for the next shrink, under both locks */
+        atomic_store_explicit(&q->ring_grown, 0, memory_order_relaxed);
+    }
+    serex__spin_unlock(&q->take_lock);
+    serex__spin_unlock(&q->put_lock);
+    serex__free(small);
+}
+
+void serex__pool_ring_try_shrink(struct pool *p)
+{
+    for (unsigned i = 0; i < p->ninj; i++)
+        shard_try_shrink(p, &p->inj[i]);
+}
+
+/* --- stamps: who submitted, in what order --- */
+
+/* The calling thread's slot, if it is a worker of a fixed, unbounded
+ * pool (set by the worker loop, around its tasks). */
+static SEREX__THREAD_LOCAL struct slot *self_slot;
+
+/*
+ * Each task carries its submitting thread's number and that thread's
+ * count of submissions (to any pool), so shutdown_now can hand back each
+ * thread's tasks in the order it submitted them however they moved
+ * between queues, and an outside thread always uses the same shard. A
+ * thread-local count: no line is shared. 24 bits of thread (numbers are
+ * reused after 16M threads: two threads with the same number still each
+ * keep their order) and 40 of count, compared modulo 2^40 (stamp_before):
+ * right while a thread's oldest waiting task is less than 2^39 of its
+ * submissions old.
+ */
+#define STAMP_SEQ_BITS 40
+#define STAMP_SEQ_MASK ((UINT64_C(1) << STAMP_SEQ_BITS) - 1)
+
+static SEREX__THREAD_LOCAL uint64_t stamp_last; /* 0: no number yet */
+static _Atomic uint32_t threads_seen;
+
+static uint64_t stamp_next(void)
+{
+    uint64_t s = stamp_last;
+
+    if (serex__unlikely(s == 0))
+        /* relaxed: only a number of our own is wanted */
+        s = (uint64_t)(atomic_fetch_add_explicit(&threads_seen, 1,
+                                                 memory_order_relaxed) &
+                       0xffffffu)
+            << STAMP_SEQ_BITS;
+    s = (s & ~STAMP_SEQ_MASK) | ((s + 1) & STAMP_SEQ_MASK);
+    if ((s & STAMP_SEQ_MASK) == 0) /* 0 means "no number yet" */
+        s++;
+    stamp_last = s;
+    return s;
+}
+
+static struct inject *stamp_shard(struct pool *p, uint64_t stamp)
+{
+    return &p->inj[(unsigned)(stamp >> STAMP_SEQ_BITS) & (p->ninj - 1)];
+}
+
+/* Hand-back order: by thread, then by that thread's count (mod 2^40). */
+static int stamp_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const struct serex__task_rec *)a)->stamp;
+    uint64_t y = ((const struct serex__task_rec *)b)->stamp;
+    uint64_t d;
+
+    if ((x >> STAMP_SEQ_BITS) != (y >> STAMP_SEQ_BITS))
+        return (x >> STAMP_SEQ_BITS) < (y >> STAMP_SEQ_BITS) ? -1 : 1;
+    d = (x - y) & STAMP_SEQ_MASK;
+    return d == 0 ? 0 : (d & (UINT64_C(1) << (STAMP_SEQ_BITS - 1))) ? -1 : 1;
+}
+
+/* --- run queues, the next-task slot, stealing --- */
+
 static bool batches_nonempty(struct pool *p)
 {
     for (unsigned i = 0; i < p->max; i++)
-        if (!local_empty(&p->slots[i].q))
+        if (!serex__runq_empty(&p->slots[i].q))
+            return true;
+    return false;
+}
+
+static bool nexts_nonempty(struct pool *p)
+{
+    for (unsigned i = 0; i < p->max; i++)
+        if (!serex__next_empty(&p->slots[i].next))
             return true;
     return false;
 }
 
 static bool levels_nonempty(struct pool *p);
 
-/* Work anywhere: the ring, a batch, or a level (the idle re-check);
- * @batches false leaves the batches out (see worker_spin). */
+/* Work in a queue anyone may take from at once: a shard, a run queue (if
+ * @batches), a level. */
 static bool pool_has_work_in(struct pool *p, bool batches)
 {
     /* seq_cst: the flag's part of the park handshake (see the essay) */
@@ -461,87 +534,263 @@ static bool pool_has_work_in(struct pool *p, bool batches)
             levels_nonempty(p));
 }
 
-bool serex__pool_has_work(struct pool *p)
+/*
+ * The park re-check. A task in a next-task slot keeps the spinner up (it
+ * steals it once it has waited: pool_steal), and keeps others up only
+ * while nobody spins: then they come back to become the spinner. So idle
+ * workers do not wake for every message a busy worker passes to itself,
+ * yet a slot task whose owner blocks is never left without a thief.
+ */
+bool serex__pool_has_work(struct pool *p, bool spinner)
 {
-    return pool_has_work_in(p, true);
+    /* seq_cst: as the other re-checks (the essay) */
+    return pool_has_work_in(p, true) ||
+           (p->batching && nexts_nonempty(p) &&
+            (spinner ||
+             atomic_load_explicit(&p->spinning, memory_order_seq_cst) == 0));
 }
 
 /*
- * Steals from some other worker's batch. A steal moves tasks between two
- * batches in two steps (claim, then publish), so it sets its slot's
- * `stealing` first and gives up once STOP is set: shutdown_now sets STOP,
- * waits until no slot is stealing, and only then knows every batch it
- * reads is complete (seq_cst: the same store-then-load argument as
- * parking).
+ * A thief's look at other workers' next-task slots: one is stolen only
+ * when the same task is still there SLOT_STEAL_NS after the thief first
+ * saw it (its owner is busy with a long task), as Go's runqgrab waits
+ * before it takes runnext: a task passed from one worker to itself in a
+ * message-passing chain is run by its owner, in cache, not carried off.
  */
-static unsigned pool_steal(struct pool *p, struct slot *me)
+static bool next_look(struct pool *p, struct slot *me,
+                      struct serex__task_rec *out)
+{
+    unsigned self = (unsigned)(me - p->slots);
+
+    for (unsigned k = 1; k < p->max; k++) {
+        unsigned vi = (self + k) % p->max;
+        struct serex__runq_next *n = &p->slots[vi].next;
+        uint64_t stamp;
+
+        if (!serex__next_peek(n, &stamp)) {
+            if (me->seen && me->seen_victim == vi)
+                me->seen = false; /* taken by its owner */
+            continue;
+        }
+        if (!me->seen || me->seen_victim != vi || me->seen_stamp != stamp) {
+            if (!me->seen || me->seen_victim == vi) {
+                me->seen = true;
+                me->seen_victim = vi;
+                me->seen_stamp = stamp;
+                me->seen_at = serex__now_ns();
+            }
+            continue;
+        }
+        if (serex__now_ns() - me->seen_at < SLOT_STEAL_NS)
+            continue;
+        if (out == NULL)
+            return true; /* ripe: worth a steal */
+        me->seen = false;
+        if (serex__next_take(n, out, &stamp))
+            return true;
+    }
+    return false;
+}
+
+/* The spinner's look: a next-task slot that waited long enough? */
+static bool next_ripe(struct pool *p, struct slot *me)
+{
+    return next_look(p, me, NULL);
+}
+
+/*
+ * Steals half of another worker's run queue (the first task into *out,
+ * the rest stay in ours), else (@slots) a next-task slot that has waited. A steal
+ * moves tasks between two queues in two steps (claim, then publish), so
+ * it sets its slot's `moving` first and gives up once STOP is set:
+ * shutdown_now sets STOP, waits until no slot is moving, and only then
+ * knows every queue it reads is complete (seq_cst: the same
+ * store-then-load argument as parking). Returns how many it took.
+ */
+static unsigned pool_steal(struct pool *p, struct slot *me,
+                           struct serex__task_rec *out, bool slots)
 {
     unsigned n = 0;
 
     /* seq_cst (both): register, then look for STOP; shutdown_now sets STOP,
-     * then looks at every `stealing`: one of us sees the other (see above).
-     * A flag in our own slot, not a count for all: every steal writes it */
-    atomic_store_explicit(&me->stealing, 1, memory_order_seq_cst);
+     * then looks at every `moving`: one of us sees the other. A flag in
+     * our own slot, not a count for all: every steal writes it */
+    atomic_store_explicit(&me->moving, 1, memory_order_seq_cst);
     if (!(atomic_load_explicit(&p->state, memory_order_seq_cst) & ST_STOP)) {
         unsigned self = (unsigned)(me - p->slots);
 
         for (unsigned k = 1; k < p->max && n == 0; k++)
-            n = local_steal(&me->q, &p->slots[(self + k) % p->max].q);
+            n = serex__runq_steal(&me->q, &p->slots[(self + k) % p->max].q);
+        if (n != 0)
+            serex__runq_take(&me->q, out, 1);
+        else if (slots && next_look(p, me, out))
+            n = 1;
     }
-    /* release: our published batch before shutdown_now's acquire load */
-    atomic_store_explicit(&me->stealing, 0, memory_order_release);
+    /* release: our published queue before shutdown_now's acquire load */
+    atomic_store_explicit(&me->moving, 0, memory_order_release);
     return n;
 }
 
 /*
- * Takes a task: from our batch, else by stealing (batches hold the oldest
- * tasks, so this keeps tasks starting in about the order they came: a task
- * never waits behind a younger one that a free worker took instead), else
- * a new batch from the ring. Sets *more when we took more than we run now.
+ * The fairness look at the shared queue comes only once the last batch
+ * taken from it has left our run queue: what is left there then was
+ * pushed by our own tasks, and a shard's tasks keep their order (a pool
+ * of one worker starts one thread's tasks in the order it submitted them).
  */
-static bool pool_take(struct pool *p, struct slot *me, struct ring_slot *out,
-                      bool *more)
+static bool fair_look(struct slot *me)
+{
+    /* relaxed: head, a look; its only writers besides us are takers,
+     * which only move it forward */
+    return atomic_load_explicit(&me->q.head, memory_order_relaxed) -
+               me->batch_end <
+           (UINT64_C(1) << 63);
+}
+
+/*
+ * Takes a task. A fixed, unbounded pool's worker looks at the shared
+ * queue first every 61st task (so tasks from outside are never starved by
+ * workers feeding themselves, as Go and Tokio do), else takes its next-
+ * task slot (at most NEXT_RUN in a row, so the tasks behind it in its run
+ * queue wait a bounded time), its run queue, the shared queue (a batch),
+ * and last steals. Sets *more when it took more than it runs now.
+ */
+static bool pool_take(struct pool *p, struct slot *me,
+                      struct serex__task_rec *out, bool *more)
 {
     unsigned n;
 
-    if (local_pop(&me->q, out))
-        return true;
-    /* without batching, every batch is empty but for an instant: no scan */
-    n = p->batching && batches_nonempty(p) ? pool_steal(p, me) : 0;
-    if (n == 0) {
-        serex__spin_lock(&p->take_lock);
-        n = local_refill(p, &me->q);
-        serex__spin_unlock(&p->take_lock);
-        if (n != 0 && p->capacity != 0)
-            serex__room_made(); /* places freed: wake serex_execute_wait */
+    if (p->batching) {
+        if (++me->tick % 61 == 0 && fair_look(me) &&
+            inject_take(p, me, out, 1) != 0)
+            return true;
+        if (me->next_run < NEXT_RUN &&
+            serex__next_take(&me->next, out, NULL)) {
+            me->next_run++;
+            return true;
+        }
+        me->next_run = 0;
+        if (serex__runq_take(&me->q, out, 1) ||
+            serex__next_take(&me->next, out, NULL))
+            return true;
+        /* a steal first: run queues hold older tasks than the shards'
+         * (a batch taken from a shard), so a task never waits behind a
+         * younger one that a free worker took instead */
+        n = batches_nonempty(p) ? pool_steal(p, me, out, false) : 0;
+        if (n == 0)
+            n = inject_take(p, me, out, REFILL_MAX);
+        if (n == 0)
+            n = pool_steal(p, me, out, true);
+    } else {
+        if (serex__runq_take(&me->q, out, 1))
+            return true;
+        n = inject_take(p, me, out, 1);
     }
     *more = n > 1;
-    return n != 0 && local_pop(&me->q, out);
+    return n != 0;
 }
 
-/* An idle worker gives a grown, empty ring back (memory after a burst). */
-void serex__pool_ring_try_shrink(struct pool *p)
-{
-    struct ring_slot *small;
+/*
+ * The local push: a task that one of the pool's own workers submits goes
+ * to that worker's next-task slot (the task there before moves to the back
+ * of its run queue), or, for a yield (a serial or lane giving its thread
+ * back after its batch: promise 4), to the back of its run queue. A full
+ * run queue sends its older half to the shared queue first (runq_overflow).
+ * It marks `moving` around the push, as a steal does: shutdown_now then
+ * never claims the queues while a push is half done, and a push that sees
+ * STOP (or SHUTDOWN) says SEREX_EREJECTED without queuing.
+ */
+static int runq_overflow(struct pool *p, struct slot *me,
+                         const struct serex__task_rec *r);
 
-    /* relaxed: a hint; everything is re-checked under both locks */
-    if (!atomic_load_explicit(&p->ring_grown, memory_order_relaxed))
-        return;
-    small = ring_alloc(RING_MIN);
-    if (small == NULL)
-        return; /* keep the big one; nothing is lost */
-    serex__spin_lock(&p->put_lock);
-    serex__spin_lock(&p->take_lock);
-    /* relaxed: shutdown_now sets STOP before taking these locks */
-    if (p->mask + 1 > RING_MIN && !queue_nonempty(p) &&
-        !(atomic_load_explicit(&p->state, memory_order_relaxed) & ST_STOP)) {
-        small = ring_move(p, small, RING_MIN - 1); /* the big one: freed */
-        /* relaxed: a hint for the next shrink, under both locks */
-        atomic_store_explicit(&p->ring_grown, 0, memory_order_relaxed);
+static int pool_push_local(struct pool *p, struct slot *me, serex_fn fn,
+                           void *arg)
+{
+    struct serex__task_rec r = {fn, arg, stamp_next()}, old;
+    int rc = SEREX_OK;
+
+    /* seq_cst (both): as in pool_steal */
+    atomic_store_explicit(&me->moving, 1, memory_order_seq_cst);
+    if (serex__unlikely(atomic_load_explicit(&p->state, memory_order_seq_cst) &
+                        ST_SHUTDOWN)) {
+        rc = SEREX_EREJECTED;
+    } else if (serex__unlikely(serex__yield_requested())) {
+        if (!serex__runq_push(&me->q, &r))
+            rc = runq_overflow(p, me, &r);
+    } else {
+        /* the slot's task moves behind the run queue (a thief may have
+         * taken it meanwhile: then the slot is free) */
+        if (!serex__next_free(&me->next) &&
+            serex__next_take(&me->next, &old, NULL) &&
+            !serex__runq_push(&me->q, &old) &&
+            runq_overflow(p, me, &old) != SEREX_OK) {
+            rc = SEREX_ENOMEM; /* no room for it: it stays, ours goes */
+            r = old;
+        }
+        serex__next_put(&me->next, &r);
     }
-    serex__spin_unlock(&p->take_lock);
-    serex__spin_unlock(&p->put_lock);
-    serex__free(small);
+    /* release: our queues before shutdown_now's acquire load */
+    atomic_store_explicit(&me->moving, 0, memory_order_release);
+    /* relaxed (both): counts written by this worker only */
+    if (rc == SEREX_OK)
+        atomic_store_explicit(
+            &me->pushed,
+            atomic_load_explicit(&me->pushed, memory_order_relaxed) + 1,
+            memory_order_relaxed);
+    else
+        atomic_store_explicit(
+            &me->refused,
+            atomic_load_explicit(&me->refused, memory_order_relaxed) + 1,
+            memory_order_relaxed);
+    return rc;
+}
+
+/*
+ * Appends @n tasks that were accepted already (a run queue's overflow) to
+ * shard @q: no SHUTDOWN check (see pool_push_local for STOP). Returns
+ * SEREX_OK, or SEREX_ENOMEM when the ring could not grow.
+ */
+static int inject_push_moved(struct pool *p, struct inject *q,
+                             const struct serex__task_rec *r, unsigned n)
+{
+    struct ring_spare sp = {NULL, 0, NULL, false};
+    int rc;
+
+    for (;;) {
+        serex__spin_lock(&q->put_lock);
+        rc = ring_push(p, q, r, n, &sp);
+        serex__spin_unlock(&q->put_lock);
+        if (rc != RING_NEED_ROOM)
+            break;
+        serex__free(sp.ring); /* a spare of a size no longer wanted */
+        sp.ring = ring_alloc(sp.slots);
+        if (sp.ring == NULL) {
+            rc = SEREX_ENOMEM;
+            break;
+        }
+    }
+    serex__free(sp.ring);
+    serex__free(sp.old);
+    return rc;
+}
+
+/*
+ * Our run queue is full: its older half goes to our shard of the shared
+ * queue (Tokio's and Go's overflow), then @r goes behind the rest. When
+ * the shard's ring cannot grow, the half comes back and @r is refused
+ * (SEREX_ENOMEM) unless a thief made room meanwhile. Between `moving`'s
+ * set and clear (pool_push_local).
+ */
+static int runq_overflow(struct pool *p, struct slot *me,
+                         const struct serex__task_rec *r)
+{
+    struct serex__task_rec half[SEREX__RUNQ_CAP / 2];
+    unsigned n = serex__runq_take(&me->q, half, SEREX__RUNQ_CAP / 2);
+
+    if (n != 0 &&
+        inject_push_moved(p, stamp_shard(p, r->stamp), half, n) != SEREX_OK)
+        for (unsigned i = 0; i < n; i++) /* we took n: there is room */
+            serex__runq_push(&me->q, &half[i]);
+    return serex__runq_push(&me->q, r) ? SEREX_OK : SEREX_ENOMEM;
 }
 
 /* --- priority levels: HIGH and LOW (see the essay) --- */
@@ -557,7 +806,7 @@ static int level_grow(struct level *lv, uint64_t h, uint64_t t,
                       struct ring_spare *sp)
 {
     uint64_t slots = lv->ring == NULL ? LEVEL_RING_MIN : (lv->mask + 1) * 2;
-    struct ring_slot *bigger;
+    struct serex__task_rec *bigger;
 
     if (lv->ring != NULL && slots <= lv->mask + 1)
         return SEREX_ENOMEM; /* no bigger ring can be counted */
@@ -591,7 +840,7 @@ static int level_push(struct pool *p, struct level *lv, serex_fn fn, void *arg,
         if (rc != SEREX_OK)
             return rc;
     }
-    lv->ring[t & lv->mask] = (struct ring_slot){fn, arg};
+    lv->ring[t & lv->mask] = (struct serex__task_rec){fn, arg, 0};
     /* seq_cst: the publishing half of the park handshake, as in ring_push */
     atomic_store_explicit(&lv->tail, t + 1, memory_order_seq_cst);
     return SEREX_OK;
@@ -602,10 +851,10 @@ static int level_push(struct pool *p, struct level *lv, serex_fn fn, void *arg,
  * others wait. A grown ring that empties is freed (the next task makes a
  * small one), so memory goes back after a burst.
  */
-static bool level_pop(struct pool *p, struct level *lv, struct ring_slot *out,
+static bool level_pop(struct pool *p, struct level *lv, struct serex__task_rec *out,
                       bool *more)
 {
-    struct ring_slot *drop = NULL;
+    struct serex__task_rec *drop = NULL;
     uint64_t h, t;
 
     /* relaxed (both): a look without the lock; the idle re-checks order
@@ -667,7 +916,7 @@ static bool levels_drained(struct pool *p)
 
 /* Takes a task by priority: HIGH, else NORMAL, else LOW. */
 static bool pool_take_levels(struct pool *p, struct slot *me,
-                             struct ring_slot *out, bool *more)
+                             struct serex__task_rec *out, bool *more)
 {
     return level_pop(p, &p->lv[LV_HIGH], out, more) ||
            pool_take(p, me, out, more) ||
@@ -676,7 +925,7 @@ static bool pool_take_levels(struct pool *p, struct slot *me,
 
 /* What shutdown_now took from a level: its ring, to hand back. */
 struct level_claim {
-    struct ring_slot *ring;
+    struct serex__task_rec *ring;
     uint64_t mask, h, t;
 };
 
@@ -820,7 +1069,8 @@ static void spin_adapt(struct pool *p, bool found)
 
 /* Polls the queue for the spin window, if this worker can be the one
  * spinner; @owned: it is already (a token handed it the flag). */
-static enum spin_result worker_spin(struct pool *p, bool owned)
+static enum spin_result worker_spin(struct pool *p, struct slot *s,
+                                    bool owned)
 {
     uint32_t zero = 0;
     int64_t end;
@@ -842,7 +1092,8 @@ static enum spin_result worker_spin(struct pool *p, bool owned)
          * batch is never stranded: its owner runs it, and the park
          * re-check reads every batch.
          */
-        if (pool_has_work_in(p, i % 16 == 1)) {
+        if (pool_has_work_in(p, i % 16 == 1) ||
+            (i % 16 == 1 && p->batching && next_ripe(p, s))) {
             /* still the spinner: ours to write. A token's taker that finds
              * at its first look the work it was woken for learned nothing
              * of spinning: resetting the window then made a trickle of
@@ -887,15 +1138,24 @@ enum idle_result { IDLE_AGAIN, IDLE_EXIT, IDLE_RETIRED };
  */
 static bool pool_drained(struct pool *p)
 {
-    bool empty;
+    bool empty = true;
 
     /* An execute that held put_lock before us has pushed; one after us
-     * sees SHUTDOWN and is rejected (see the essay). */
-    serex__spin_lock(&p->put_lock);
-    /* relaxed: head is only compared; a stale value only delays the exit */
-    empty = p->put_tail == atomic_load_explicit(&p->head, memory_order_relaxed);
-    serex__spin_unlock(&p->put_lock);
-    return empty && !batches_nonempty(p) && levels_drained(p);
+     * sees SHUTDOWN and is rejected (see the essay). A run queue's
+     * overflow only moves tasks a worker still holds: that worker looks
+     * again before it leaves. */
+    for (unsigned i = 0; i < p->ninj && empty; i++) {
+        struct inject *q = &p->inj[i];
+
+        serex__spin_lock(&q->put_lock);
+        /* relaxed: head is only compared; a stale value only delays the
+         * exit */
+        empty = q->put_tail ==
+                atomic_load_explicit(&q->head, memory_order_relaxed);
+        serex__spin_unlock(&q->put_lock);
+    }
+    return empty && !batches_nonempty(p) && !nexts_nonempty(p) &&
+           levels_drained(p);
 }
 
 /* The queue looked empty: spin, park, or leave. */
@@ -914,7 +1174,7 @@ static enum idle_result worker_idle(struct pool *p, struct slot *s)
         return IDLE_AGAIN;
     }
     for (bool handed = false;;) {
-        spin = worker_spin(p, handed);
+        spin = worker_spin(p, s, handed);
         if (spin == SPIN_FOUND)
             return IDLE_AGAIN;
         if (!serex__pool_thread_park(p, s, spin == SPIN_GAVE_UP, &handed))
@@ -927,7 +1187,7 @@ static enum idle_result worker_idle(struct pool *p, struct slot *s)
 }
 
 /* Takes the next task: the levels are looked at only once in use. */
-static bool worker_take(struct pool *p, struct slot *s, struct ring_slot *out,
+static bool worker_take(struct pool *p, struct slot *s, struct serex__task_rec *out,
                         bool *more)
 {
     /* relaxed: a hint on the busy path; idle re-checks read it seq_cst
@@ -938,7 +1198,7 @@ static bool worker_take(struct pool *p, struct slot *s, struct ring_slot *out,
     return pool_take(p, s, out, more);
 }
 
-static void worker_run_hooked(struct pool *p, struct ring_slot *task)
+static void worker_run_hooked(struct pool *p, struct serex__task_rec *task)
 {
     if (p->on_task_start != NULL)
         p->on_task_start(p->hook_ctx);
@@ -952,7 +1212,7 @@ int serex__pool_worker_main(void *arg)
     struct slot *s = arg;
     struct pool *p = s->p;
     struct serex__frame frame;
-    struct ring_slot task;
+    struct serex__task_rec task;
     bool was_idle = true; /* a new thread came for the work it will find */
     enum idle_result r = IDLE_EXIT;
 
@@ -963,6 +1223,8 @@ int serex__pool_worker_main(void *arg)
         serex__frame_pop(&frame);
         return 0;
     }
+    if (p->batching)
+        self_slot = s; /* our executes go to our own queues */
     for (;;) {
         bool more = false;
 
@@ -984,6 +1246,7 @@ int serex__pool_worker_main(void *arg)
             task.fn(task.arg);
         serex__stat_add(&s->done, 1);
     }
+    self_slot = NULL; /* the stop hook's executes go to the shared queue */
     serex__pool_thread_exit(p, s, r == IDLE_RETIRED); /* last touch */
     serex__frame_pop(&frame);
     return 0;
@@ -1040,8 +1303,10 @@ static void pool_wake_held(struct pool *p, enum wake_need w)
  * its hold before letting its lock go; one after sees SHUTDOWN. */
 static void pool_quiesce_producers(struct pool *p)
 {
-    serex__spin_lock(&p->put_lock);
-    serex__spin_unlock(&p->put_lock);
+    for (unsigned i = 0; i < p->ninj; i++) {
+        serex__spin_lock(&p->inj[i].put_lock);
+        serex__spin_unlock(&p->inj[i].put_lock);
+    }
     for (unsigned i = 0; i < LEVELS_EXTRA; i++) {
         serex__spin_lock(&p->lv[i].lock);
         serex__spin_unlock(&p->lv[i].lock);
@@ -1052,8 +1317,10 @@ static void pool_quiesce_producers(struct pool *p)
 struct push {
     struct pool *p;
     struct level *lv;
+    struct inject *q; /* the shard, when lv is NULL */
     serex_fn fn;
     void *arg;
+    uint64_t stamp;
     enum wake_need w; /* the wake-up it owes, with a hold (pool_published) */
 };
 
@@ -1067,18 +1334,21 @@ static int push_nomem(int rc, const struct ring_spare *sp)
 static int push_ring(struct push *u, struct ring_spare *sp)
 {
     struct pool *p = u->p;
+    struct inject *q = u->q;
+    struct serex__task_rec r = {u->fn, u->arg, u->stamp};
     int rc = SEREX_EREJECTED;
 
-    serex__spin_lock(&p->put_lock);
+    serex__spin_lock(&q->put_lock);
     /* relaxed: put_lock orders the flag against the pushes (see essay) */
     if (serex__likely(!(atomic_load_explicit(&p->state, memory_order_relaxed) &
                         ST_SHUTDOWN)))
-        rc = push_nomem(ring_push(p, u->fn, u->arg, sp), sp);
-    if (serex__likely(rc == SEREX_OK))
+        rc = push_nomem(ring_push(p, q, &r, 1, sp), sp);
+    if (serex__likely(rc == SEREX_OK)) {
+        q->accepted++;
         u->w = pool_published(p);
-    else if (rc != RING_NEED_ROOM)
-        p->rejected++;
-    serex__spin_unlock(&p->put_lock);
+    } else if (rc != RING_NEED_ROOM)
+        q->rejected++;
+    serex__spin_unlock(&q->put_lock);
     return rc;
 }
 
@@ -1149,35 +1419,50 @@ static int pool_push(struct push *u)
 }
 
 /*
- * The ring's push written out straight (pool_push's, for the NORMAL face):
- * the path every task takes, with nothing on it a plain push did not have
- * but the wake-up decision under the lock.
+ * The NORMAL face's execute. From one of the pool's own workers: its own
+ * queues (pool_push_local), with the wake-up a push owes (no hold: a
+ * worker of the pool keeps it alive). From anywhere else: the shared
+ * queue's shard of the calling thread, the push written out straight
+ * (pool_push's), with nothing on it a plain push did not have but the
+ * wake-up decision under the lock.
  */
 static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
 {
     struct pool *p = pool_of(ex);
+    struct slot *me = self_slot;
     struct ring_spare sp = {NULL, 0, NULL, false};
+    struct serex__task_rec r;
+    struct inject *q;
     enum wake_need w = WAKE_NONE;
     int rc = SEREX_EREJECTED;
 
+    if (me != NULL && me->p == p) {
+        rc = pool_push_local(p, me, fn, arg);
+        if (rc == SEREX_OK)
+            pool_wake(p, pool_wake_need(p));
+        return rc;
+    }
     if (serex__unlikely(serex__forked_since(p->gen)))
         return SEREX_EREJECTED; /* a child: our threads are not here */
-    serex__spin_lock(&p->put_lock);
+    r = (struct serex__task_rec){fn, arg, stamp_next()};
+    q = stamp_shard(p, r.stamp);
+    serex__spin_lock(&q->put_lock);
     /* relaxed: put_lock orders the flag against the pushes (see essay) */
     if (serex__likely(!(atomic_load_explicit(&p->state, memory_order_relaxed) &
                         ST_SHUTDOWN)))
-        rc = ring_push(p, fn, arg, &sp);
-    if (serex__likely(rc == SEREX_OK))
+        rc = ring_push(p, q, &r, 1, &sp);
+    if (serex__likely(rc == SEREX_OK)) {
+        q->accepted++;
         w = pool_wake_need(p);
-    else if (rc != RING_NEED_ROOM)
-        p->rejected++;
+    } else if (rc != RING_NEED_ROOM)
+        q->rejected++;
     if (serex__unlikely(w != WAKE_NONE)) /* the hold: see pool_published */
         serex__life_hold(&p->life);
-    serex__spin_unlock(&p->put_lock);
+    serex__spin_unlock(&q->put_lock);
     if (serex__likely(w == WAKE_NONE && rc != RING_NEED_ROOM))
         return rc; /* no touch of the pool after the unlock */
     if (rc == RING_NEED_ROOM) {
-        struct push u = {p, NULL, fn, arg, WAKE_NONE};
+        struct push u = {p, NULL, q, fn, arg, r.stamp, WAKE_NONE};
 
         rc = push_with_spare(&u, &sp);
         w = u.w;
@@ -1207,98 +1492,174 @@ static void pool_shutdown(serex_executor *ex)
     serex__room_wake(); /* waiters for room retry: and are refused */
 }
 
-/* Claims everything in a batch (as a thief would). Under take_lock. */
-static void batch_claim(struct slot *s)
+/*
+ * Claims a worker's run queue and next-task slot (as a thief would).
+ * Under every shard's locks: no refill can run; no steal or local push is
+ * under way and none can start (STOP, `moving`).
+ */
+static size_t slot_claim(struct slot *s)
 {
-    /* acquire (all): the batch's slots were written before its tail */
+    /* acquire (all): the records were written before the tail */
     uint64_t h = atomic_load_explicit(&s->q.head, memory_order_acquire);
 
+    s->taken_h = s->taken_t = 0;
     for (;;) {
         uint64_t t = atomic_load_explicit(&s->q.tail, memory_order_acquire);
 
-        if (h == t) {
-            s->taken_h = s->taken_t = 0;
-            return;
-        }
+        if (h == t)
+            break;
         /* acq_rel: decides each task's one taker against its owner */
         if (atomic_compare_exchange_weak_explicit(&s->q.head, &h, t,
                                                   memory_order_acq_rel,
                                                   memory_order_acquire)) {
             s->taken_h = h;
             s->taken_t = t;
-            return;
+            break;
         }
     }
+    s->next_taken = serex__next_take(&s->next, &s->next_rec, NULL);
+    return (size_t)(s->taken_t - s->taken_h) + (s->next_taken ? 1 : 0);
 }
 
-/* The claimed batch with the oldest tasks not yet handed back, or NULL. */
-static struct slot *batch_oldest(struct pool *p)
+/*
+ * Empties every shard by moving its head to its tail, and claims every
+ * worker's queues. Returns how many tasks it took. The shards' slots stay
+ * as they are: no push can come any more (STOP), and it keeps idle
+ * workers from shrinking a ring, so they are read after unlocking, where
+ * on_pending may call back into the pool.
+ */
+static size_t normal_claim(struct pool *p)
 {
-    struct slot *best = NULL;
-    uint64_t best_g = UINT64_MAX;
+    size_t n = 0;
 
+    for (unsigned i = 0; i < p->ninj; i++) {
+        serex__spin_lock(&p->inj[i].put_lock);
+        serex__spin_lock(&p->inj[i].take_lock);
+    }
+    for (unsigned i = 0; i < p->ninj; i++) {
+        struct inject *q = &p->inj[i];
+
+        /* relaxed: both ends are ours while we hold both locks */
+        q->claim_h = atomic_load_explicit(&q->head, memory_order_relaxed);
+        q->claim_t = q->put_tail;
+        atomic_store_explicit(&q->head, q->claim_t, memory_order_relaxed);
+        q->tail_seen = q->claim_t;
+        n += (size_t)(q->claim_t - q->claim_h);
+    }
+    for (unsigned i = 0; i < p->max; i++)
+        n += slot_claim(&p->slots[i]);
+    for (unsigned i = p->ninj; i-- > 0;) {
+        serex__spin_unlock(&p->inj[i].take_lock);
+        serex__spin_unlock(&p->inj[i].put_lock);
+    }
+    return n;
+}
+
+/* Where a claimed task lies: a plain record (a shard's ring, a slot's
+ * claimed next task) or a run queue's. */
+struct claimed_at {
+    struct serex__task_rec *plain;
+    struct serex__runq_slot *rq;
+};
+
+/* Calls @fn on every claimed task of NORMAL not yet handed back (fn not
+ * NULL): a copy, and where it lies. */
+static void claimed_each(struct pool *p,
+                         void (*fn)(const struct serex__task_rec *r,
+                                    struct claimed_at at, void *ctx),
+                         void *ctx)
+{
+    for (unsigned i = 0; i < p->ninj; i++) {
+        struct inject *q = &p->inj[i];
+
+        for (uint64_t j = q->claim_h; j != q->claim_t; j++) {
+            struct serex__task_rec *r = &q->ring[j & q->mask];
+
+            if (r->fn != NULL)
+                fn(r, (struct claimed_at){r, NULL}, ctx);
+        }
+    }
     for (unsigned i = 0; i < p->max; i++) {
         struct slot *s = &p->slots[i];
-        uint64_t g;
 
-        if (s->taken_h == s->taken_t)
-            continue;
-        /* relaxed: the claim's acquire made the slots visible */
-        g = atomic_load_explicit(&s->q.buf[s->taken_h & (LOCAL_CAP - 1)].gidx,
-                                 memory_order_relaxed);
-        if (g < best_g) {
-            best_g = g;
-            best = s;
+        for (uint64_t j = s->taken_h; j != s->taken_t; j++) {
+            struct serex__runq_slot *rs = serex__runq_at(&s->q, j);
+            struct serex__task_rec r;
+
+            serex__runq_read(rs, &r); /* claimed by us: nobody writes it */
+            if (r.fn != NULL)
+                fn(&r, (struct claimed_at){NULL, rs}, ctx);
         }
+        if (s->next_taken && s->next_rec.fn != NULL)
+            fn(&s->next_rec, (struct claimed_at){&s->next_rec, NULL}, ctx);
     }
-    return best;
 }
 
-/* Hands back the claimed batches, oldest first: submission order. */
-static void batches_hand_back(struct pool *p, serex_pending_fn on_pending,
-                              void *ctx)
+struct hand_back {
+    struct serex__task_rec *all; /* the copy to sort, or NULL */
+    size_t n;
+    bool found;                  /* without a copy: the oldest left */
+    struct serex__task_rec min;
+    struct claimed_at min_at;
+};
+
+static void claimed_copy(const struct serex__task_rec *r, struct claimed_at at,
+                         void *ctx)
 {
-    struct slot *s;
+    struct hand_back *h = ctx;
 
-    while ((s = batch_oldest(p)) != NULL) {
-        for (; s->taken_h != s->taken_t; s->taken_h++) {
-            struct local_slot *ls = &s->q.buf[s->taken_h & (LOCAL_CAP - 1)];
+    (void)at;
+    h->all[h->n++] = *r;
+}
 
-            /* relaxed: claimed by us; nobody writes them any more */
-            serex_fn fn = atomic_load_explicit(&ls->fn, memory_order_relaxed);
-            void *arg = atomic_load_explicit(&ls->arg, memory_order_relaxed);
+static void claimed_min(const struct serex__task_rec *r, struct claimed_at at,
+                        void *ctx)
+{
+    struct hand_back *h = ctx;
 
-            serex__hand_back(fn, arg, on_pending, ctx);
-        }
+    if (!h->found || stamp_cmp(r, &h->min) < 0) {
+        h->found = true;
+        h->min = *r;
+        h->min_at = at;
     }
 }
 
 /*
- * Empties the ring by moving head to tail, and claims every batch (no
- * refill can run: we hold take_lock; no steal: STOP). Sets [*h, *t) to the
- * ring's tasks and returns how many the batches hold. The slots stay as
- * they are: no push can come any more (STOP), and it keeps idle workers
- * from shrinking the ring, so they are read after unlocking, where
- * on_pending may call back into the pool.
+ * Hands back NORMAL's @n claimed tasks, each submitting thread's in the
+ * order it submitted them (promise 2b): sorted by stamp in a copy, or,
+ * when the copy cannot be allocated, by picking the oldest left @n times
+ * and marking it handed back (slow, but nothing is lost or misordered for
+ * want of memory).
  */
-static size_t normal_claim(struct pool *p, uint64_t *h, uint64_t *t)
+static void normal_hand_back(struct pool *p, size_t n,
+                             serex_pending_fn on_pending, void *ctx)
 {
-    size_t n = 0;
+    struct hand_back h = {NULL, 0, false, {NULL, NULL, 0}, {NULL, NULL}};
 
-    serex__spin_lock(&p->put_lock);
-    serex__spin_lock(&p->take_lock);
-    /* relaxed: both ends are ours while we hold both locks */
-    *h = atomic_load_explicit(&p->head, memory_order_relaxed);
-    *t = p->put_tail;
-    atomic_store_explicit(&p->head, *t, memory_order_relaxed);
-    p->tail_seen = *t;
-    for (unsigned i = 0; i < p->max; i++) {
-        batch_claim(&p->slots[i]);
-        n += (size_t)(p->slots[i].taken_t - p->slots[i].taken_h);
+    if (n == 0)
+        return;
+    if (n <= SIZE_MAX / sizeof *h.all)
+        h.all = serex__alloc(n * sizeof *h.all);
+    if (h.all != NULL) {
+        claimed_each(p, claimed_copy, &h);
+        qsort(h.all, h.n, sizeof *h.all, stamp_cmp);
+        for (size_t i = 0; i < h.n; i++)
+            serex__hand_back(h.all[i].fn, h.all[i].arg, on_pending, ctx);
+        serex__free(h.all);
+        return;
     }
-    serex__spin_unlock(&p->take_lock);
-    serex__spin_unlock(&p->put_lock);
-    return n;
+    for (size_t i = 0; i < n; i++) {
+        h.found = false;
+        claimed_each(p, claimed_min, &h);
+        if (!h.found)
+            break;
+        if (h.min_at.plain != NULL)
+            h.min_at.plain->fn = NULL; /* handed back */
+        else /* relaxed: claimed by us; the mark of a task handed back */
+            atomic_store_explicit(&h.min_at.rq->fn, NULL,
+                                  memory_order_relaxed);
+        serex__hand_back(h.min.fn, h.min.arg, on_pending, ctx);
+    }
 }
 
 static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
@@ -1306,37 +1667,33 @@ static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
 {
     struct pool *p = pool_of(ex);
     struct level_claim high, low;
-    uint64_t h, t;
     size_t n;
 
     if (serex__forked_since(p->gen))
         return 0; /* a child: locks may be held by threads not here */
 
     /* seq_cst: put_lock and each level's lock order the flags against
-     * every execute (see the essay); seq_cst against each slot's stealing
-     * flag (see pool_steal). Only the call that sets STOP takes anything: the
-     * rest find nothing. */
+     * every execute (see the essay); seq_cst against each slot's `moving`
+     * flag (see pool_steal). Only the call that sets STOP takes anything:
+     * the rest find nothing. */
     if (atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
                                  memory_order_seq_cst) & ST_STOP)
         return 0;
     serex__room_wake(); /* waiters for room retry: and are refused */
     /* seq_cst: after STOP (see pool_steal); pairs with its release drop */
     for (unsigned i = 0; i < p->max; i++)
-        while (atomic_load_explicit(&p->slots[i].stealing,
+        while (atomic_load_explicit(&p->slots[i].moving,
                                     memory_order_seq_cst) != 0)
             serex__thread_yield();
     level_claim(&p->lv[LV_HIGH], &high);
-    n = normal_claim(p, &h, &t);
+    n = normal_claim(p);
     level_claim(&p->lv[LV_LOW], &low);
     pool_wake_all(p);
-    /* By level, highest first; NORMAL's batches are older than its ring */
+    /* By level, highest first */
     n += level_hand_back(&high, on_pending, ctx);
-    batches_hand_back(p, on_pending, ctx);
-    for (uint64_t i = h; i != t; i++)
-        serex__hand_back(p->ring[i & p->mask].fn, p->ring[i & p->mask].arg,
-                         on_pending, ctx);
+    normal_hand_back(p, n - (size_t)(high.t - high.h), on_pending, ctx);
     n += level_hand_back(&low, on_pending, ctx);
-    return n + (size_t)(t - h);
+    return n;
 }
 
 static int pool_await(serex_executor *ex, int64_t timeout_ns)
@@ -1372,7 +1729,9 @@ static void pool_free_memory(struct pool *p)
     for (unsigned i = 0; i < LEVELS_EXTRA; i++)
         serex__free(p->lv[i].ring);
     serex__free(p->cpus);
-    serex__free(p->ring);
+    for (unsigned i = 0; p->inj != NULL && i < p->ninj; i++)
+        serex__free(p->inj[i].ring);
+    serex__free(p->inj);
     serex__free(p->slots);
     serex__free(p);
 }
@@ -1419,7 +1778,7 @@ static const struct serex__exec_class pool_class = {
 static int pool_face_execute(serex_executor *ex, serex_fn fn, void *arg)
 {
     struct level *lv = level_of(ex);
-    struct push u = {lv->p, lv, fn, arg, WAKE_NONE};
+    struct push u = {lv->p, lv, NULL, fn, arg, 0, WAKE_NONE};
 
     return pool_push(&u);
 }
@@ -1553,6 +1912,34 @@ static int pool_config(const serex_pool_config *cfg, struct pool *p)
     return pool_config_threads(&c, p);
 }
 
+/*
+ * The workers' slots and the shared queue's shards: one shard unless the
+ * pool is fixed and unbounded (batching), then one per worker (a power of
+ * two, at most INJECT_MAX), so outside threads spread over them.
+ */
+static int pool_alloc_queues(struct pool *p)
+{
+    unsigned n = 1;
+
+    while (p->batching && n < p->max && n < INJECT_MAX)
+        n *= 2;
+    p->slots = serex__calloc_aligned(SEREX__CACHELINE,
+                                     p->max * sizeof *p->slots);
+    if (p->slots == NULL)
+        return SEREX_ENOMEM;
+    p->inj = serex__calloc_aligned(SEREX__CACHELINE, n * sizeof *p->inj);
+    if (p->inj == NULL)
+        return SEREX_ENOMEM;
+    p->ninj = n;
+    for (unsigned i = 0; i < n; i++) {
+        p->inj[i].ring = ring_alloc(RING_MIN);
+        if (p->inj[i].ring == NULL)
+            return SEREX_ENOMEM; /* pool_free_memory frees those made */
+        p->inj[i].mask = RING_MIN - 1;
+    }
+    return SEREX_OK;
+}
+
 static int pool_init_sync(struct pool *p)
 {
     if (serex__mutex_init(&p->mu) != SEREX_OK)
@@ -1587,14 +1974,10 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
         pool_free_memory(p);
         return rc;
     }
-    p->slots = serex__calloc_aligned(SEREX__CACHELINE,
-                                     p->max * sizeof *p->slots);
-    p->ring = p->slots != NULL ? ring_alloc(RING_MIN) : NULL;
-    if (p->ring == NULL || pool_init_sync(p) != SEREX_OK) {
+    if (pool_alloc_queues(p) != SEREX_OK || pool_init_sync(p) != SEREX_OK) {
         pool_free_memory(p);
         return SEREX_ENOMEM;
     }
-    p->mask = RING_MIN - 1;
     p->base.ops = &pool_class.ops;
     for (unsigned i = 0; i < LEVELS_EXTRA; i++) {
         p->lv[i].face.ops = &pool_face_class.ops;
@@ -1639,7 +2022,7 @@ unsigned long serex__pool_wakes(serex_executor *ex)
 static void pool_stats(serex_executor *ex, serex_stats *out)
 {
     struct pool *p = pool_of(ex);
-    uint64_t waiting = 0, completed = 0;
+    uint64_t waiting = 0, completed = 0, pushed = 0, refused = 0;
 
     /*
      * `queued` must be a value the pool had recently, never more (a
@@ -1658,18 +2041,29 @@ static void pool_stats(serex_executor *ex, serex_stats *out)
         /* relaxed: ordered after the tail by its acquire */
         uint64_t h = atomic_load_explicit(&s->q.head, memory_order_relaxed);
 
-        /* relaxed: a statistic */
+        /* relaxed (all): statistics */
         completed += atomic_load_explicit(&s->done, memory_order_relaxed);
+        pushed += atomic_load_explicit(&s->pushed, memory_order_relaxed);
+        refused += atomic_load_explicit(&s->refused, memory_order_relaxed);
         waiting += t > h ? t - h : 0;
+        waiting += serex__next_empty(&s->next) ? 0 : 1;
     }
-    /* the lock's acquire orders the ring's reads after the batches' */
-    serex__spin_lock(&p->put_lock);
-    out->submitted = p->put_tail;
-    out->rejected = p->rejected;
-    /* relaxed: head only grows, so this is at most the ring's count */
-    waiting += p->put_tail -
-               atomic_load_explicit(&p->head, memory_order_relaxed);
-    serex__spin_unlock(&p->put_lock);
+    /* the lock's acquire orders the rings' reads after the batches' */
+    out->submitted = 0;
+    out->rejected = 0;
+    for (unsigned i = 0; i < p->ninj; i++) {
+        struct inject *q = &p->inj[i];
+
+        serex__spin_lock(&q->put_lock);
+        out->submitted += q->accepted;
+        out->rejected += q->rejected;
+        /* relaxed: head only grows, so this is at most the ring's count */
+        waiting += q->put_tail -
+                   atomic_load_explicit(&q->head, memory_order_relaxed);
+        serex__spin_unlock(&q->put_lock);
+    }
+    out->submitted += pushed;
+    out->rejected += refused;
     out->completed = completed;
     for (unsigned i = 0; i < LEVELS_EXTRA; i++) {
         struct level *lv = &p->lv[i];

@@ -197,7 +197,7 @@ bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
         atomic_store_explicit(&p->spinning, 0, memory_order_seq_cst);
     for (;;) {
         /* relaxed: shutdown sets the flag before taking mu to broadcast */
-        if (p->wakeups > 0 || serex__pool_has_work(p) ||
+        if (p->wakeups > 0 || serex__pool_has_work(p, spinner) ||
             (atomic_load_explicit(&p->state, memory_order_relaxed) &
              ST_SHUTDOWN))
             break;

@@ -16,6 +16,7 @@
 #include "common_internal.h"
 #include "life_internal.h"
 #include "pool_internal.h"
+#include "pool_runq_internal.h"
 #include "spinlock_internal.h"
 #include "thread_internal.h"
 
@@ -25,7 +26,9 @@
 #define SPIN_NS INT64_C(50000)         /* the longest poll of an empty queue */
 #define SPIN_MIN_NS INT64_C(1000)       /* the shortest (see worker_spin) */
 #define RING_MIN SEREX__POOL_RING_MIN  /* slots; 16 KiB, power of two */
-#define LOCAL_CAP 32u                  /* a worker's batch; power of two */
+#define REFILL_MAX (SEREX__RUNQ_CAP / 2) /* tasks a worker takes at once */
+#define NEXT_RUN 3u /* next-slot tasks a worker runs in a row, at most */
+#define SLOT_STEAL_NS INT64_C(20000) /* a slot task's wait before a steal */
 #define DEFAULT_KEEP_ALIVE_NS (60 * SEREX__NS_PER_S)
 #define NAME_MAX_LEN 15                /* what Linux keeps of a thread name */
 #define LEVEL_RING_MIN 32u /* an extra level's first ring; power of two */
@@ -44,37 +47,60 @@ enum slot_state {
 
 struct pool;
 
-struct ring_slot {
-    serex_fn fn;
-    void *arg;
+/*
+ * One shard of the shared queue: a growable ring under two spinlocks, one
+ * per end (pool_inject.c's essay). A pool has one shard, or (fixed and
+ * unbounded) one per worker up to INJECT_MAX, and each submitting thread
+ * outside the pool uses the shard its number picks.
+ */
+struct inject {
+    /* Producers' line: written by every execute from outside. */
+    _Alignas(SEREX__CACHELINE) serex__spinlock put_lock;
+    uint64_t put_tail;  /* under put_lock: the next slot to fill */
+    uint64_t head_seen; /* under put_lock: a stale copy of head */
+    uint64_t accepted;  /* under put_lock: execute calls taken */
+    uint64_t rejected;  /* under put_lock: execute calls refused */
+
+    /* Published ends, each written by one side, read by the other. */
+    _Alignas(SEREX__CACHELINE) _Atomic uint64_t tail;
+    _Alignas(SEREX__CACHELINE) _Atomic uint64_t head; /* under take_lock */
+
+    /* Consumers' line. */
+    _Alignas(SEREX__CACHELINE) serex__spinlock take_lock;
+    uint64_t tail_seen; /* under take_lock: a stale copy of tail, >= head */
+
+    /* The ring: changed under both locks, read under either. */
+    _Alignas(SEREX__CACHELINE) struct serex__task_rec *ring;
+    uint64_t mask;               /* slots - 1 */
+    _Atomic uint32_t ring_grown; /* hint for idle workers: shrink it */
+    uint64_t claim_h, claim_t;   /* what shutdown_now took (its call only) */
 };
 
-/* A batched task. Atomic (relaxed) because a thief may read a slot while
- * its owner refills it; the thief's CAS then fails and it drops the read. */
-struct local_slot { /* written by the owner only; read by thieves too */
-    _Atomic(serex_fn) fn;
-    void *_Atomic arg;
-    _Atomic uint64_t gidx; /* its index in the ring: submission order */
-};
-
-/* A worker's batch: the owner fills it only when empty, owner and thieves
- * take from its head by CAS. */
-struct local {
-    _Alignas(SEREX__CACHELINE) _Atomic uint64_t head;
-    _Atomic uint64_t tail;  /* written by the owner only */
-    struct local_slot buf[LOCAL_CAP];
-};
+#define INJECT_MAX 16u /* shards at most; a power of two */
 
 struct slot {
-    struct local q;        /* first: keeps it cache-line aligned */
+    struct serex__runq q;       /* first: keeps it cache-line aligned */
+    struct serex__runq_next next; /* the next-task slot */
     struct pool *p;
     serex__thread thread;
     enum slot_state state; /* under mu */
-    uint64_t taken_h, taken_t; /* q's tasks taken back by shutdown_now
-                                  (only the call that set STOP uses them) */
+    /* Owner only: */
+    unsigned tick;         /* tasks taken: the shared queue every 61st */
+    unsigned next_run;     /* next-slot tasks run in a row */
+    uint64_t batch_end;    /* q's tail after the last batch from a shard */
+    bool seen;             /* a thief's candidate: a victim's slot task */
+    unsigned seen_victim;
+    uint64_t seen_stamp;
+    int64_t seen_at;
     _Atomic uint64_t done; /* tasks run; written by this slot's worker */
-    _Atomic uint32_t stealing; /* a steal in progress (for shutdown_now);
-                                  written by this slot's worker */
+    _Atomic uint64_t pushed;   /* its executes taken locally (relaxed) */
+    _Atomic uint64_t refused;  /* its executes refused locally (relaxed) */
+    _Atomic uint32_t moving; /* a steal or a local push in progress (for
+                                shutdown_now); written by this worker */
+    /* What shutdown_now took (only the call that set STOP uses them) */
+    uint64_t taken_h, taken_t;      /* of q */
+    bool next_taken;
+    struct serex__task_rec next_rec;
     bool report;           /* set before the thread starts: create waits
                               for its setup's verdict */
 };
@@ -87,7 +113,7 @@ struct level {
     serex_executor face; /* what serex_pool_executor_at returns */
     struct pool *p;
     _Alignas(SEREX__CACHELINE) serex__spinlock lock;
-    struct ring_slot *ring; /* under lock; NULL until a task comes */
+    struct serex__task_rec *ring; /* under lock; NULL until a task comes */
     uint64_t mask;          /* under lock: slots - 1 (0 without a ring) */
     uint64_t rejected;      /* under lock: execute calls refused */
     _Atomic uint64_t head;  /* written under lock, read without */
@@ -98,27 +124,10 @@ struct level {
 struct pool {
     serex_executor base;
 
-    /* Producers' line: written by every execute. */
-    _Alignas(SEREX__CACHELINE) serex__spinlock put_lock;
-    uint64_t put_tail;     /* under put_lock: the next slot to fill */
-    uint64_t head_seen;    /* under put_lock: a stale copy of head */
-    uint64_t rejected;     /* under put_lock: execute calls refused */
-    _Atomic uint32_t state; /* ST_* flags; see the essay */
-
-    /* Published ends, each written by one side, read by the other. */
-    _Alignas(SEREX__CACHELINE) _Atomic uint64_t tail;
-    _Alignas(SEREX__CACHELINE) _Atomic uint64_t head; /* under take_lock */
-
-    /* Consumers' line. */
-    _Alignas(SEREX__CACHELINE) serex__spinlock take_lock;
-    uint64_t tail_seen;    /* under take_lock: a stale copy of tail, >= head */
-
-    /* The ring: changed under both locks, read under either. With it, on
-     * a line nobody writes in a steady state, what every worker reads for
-     * every task. */
-    _Alignas(SEREX__CACHELINE) struct ring_slot *ring;
-    uint64_t mask;               /* slots - 1 */
-    _Atomic uint32_t ring_grown; /* hint for idle workers: shrink it */
+    /* Read by every execute; written at shutdown. */
+    _Alignas(SEREX__CACHELINE) _Atomic uint32_t state; /* ST_* flags */
+    struct inject *inj;    /* the shared queue's shards */
+    unsigned ninj;         /* how many: a power of two */
     _Atomic uint32_t levels_on;  /* 0 -> 1 once: a HIGH or LOW face was
                                     made; workers look at the levels */
     bool task_hooks;             /* on_task_start or on_task_end is set */
@@ -177,8 +186,9 @@ struct pool {
 
 /* pool.c: the worker loop, a thread's body. */
 int serex__pool_worker_main(void *arg);
-/* pool.c: work anywhere (the idle re-check of the park handshake). */
-bool serex__pool_has_work(struct pool *p);
+/* pool.c: work anywhere (the idle re-check of the park handshake); a
+ * next-task slot's counts for the spinner, or while no one spins. */
+bool serex__pool_has_work(struct pool *p, bool spinner);
 /* pool.c: a shrink of a grown, empty ring by an idle worker. */
 void serex__pool_ring_try_shrink(struct pool *p);
 

@@ -383,7 +383,7 @@ static void serial_drain(struct serex__op *op)
         /* A full batch: give the thread back, unless the target refuses
          * (it is shutting down, say): then keep going here. */
         if ((visit += ran) == s->batch) {
-            if (serex__op_submit(s->target, &s->drain) == SEREX_OK) {
+            if (serex__op_yield(s->target, &s->drain) == SEREX_OK) {
                 serex__frame_pop(&frame);
                 return; /* our reference passes to the resubmitted drain */
             }

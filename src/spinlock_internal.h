@@ -9,6 +9,7 @@
 #define SEREX_SPINLOCK_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common_internal.h"
@@ -46,6 +47,17 @@ static inline void serex__spin_lock(serex__spinlock *l)
         } while (atomic_load_explicit(l, memory_order_relaxed) != 0);
     }
     SEREX__SPIN_HELD(1);
+}
+
+/* Takes the lock if it is free, without waiting. Returns whether. */
+static inline bool serex__spin_trylock(serex__spinlock *l)
+{
+    /* relaxed: a look; acquire: as serex__spin_lock */
+    if (atomic_load_explicit(l, memory_order_relaxed) != 0 ||
+        atomic_exchange_explicit(l, 1, memory_order_acquire) != 0)
+        return false;
+    SEREX__SPIN_HELD(1);
+    return true;
 }
 
 static inline void serex__spin_unlock(serex__spinlock *l)

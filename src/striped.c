@@ -817,7 +817,7 @@ static void lane_drain(struct serex__op *op)
             break; /* the lane is gone; the shard's hold keeps s */
         if ((visit += ran) < s->batch)
             continue;
-        if (serex__op_submit(s->target, &l->drain) == SEREX_OK)
+        if (serex__op_yield(s->target, &l->drain) == SEREX_OK)
             break; /* the lane and its hold pass on: no more touches */
         visit = 0; /* refused: a new batch here */
     }
