@@ -621,9 +621,11 @@ static unsigned pool_steal(struct pool *p, struct slot *me,
 
         for (unsigned k = 1; k < p->max && n == 0; k++)
             n = serex__runq_steal(&me->q, &p->slots[(self + k) % p->max].q);
-        if (n != 0)
-            serex__runq_take(&me->q, out, 1);
-        else if (slots && next_look(p, me, out))
+        /* what we stole is in our queue, open to thieves too: one may
+         * have taken it all back by now */
+        if (n != 0 && serex__runq_take(&me->q, out, 1) == 0)
+            n = 0;
+        else if (n == 0 && slots && next_look(p, me, out))
             n = 1;
     }
     /* release: our published queue before shutdown_now's acquire load */
