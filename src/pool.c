@@ -171,7 +171,6 @@
  * one count across levels would put a shared counter on the ring's path.
  */
 #include <stdio.h>  /* snprintf for thread names */
-#include <stdlib.h> /* qsort: shutdown_now's hand-back order */
 
 #include "alloc_internal.h"
 #include "common_internal.h"
@@ -1557,110 +1556,129 @@ static size_t normal_claim(struct pool *p)
     return n;
 }
 
-/* Where a claimed task lies: a plain record (a shard's ring, a slot's
- * claimed next task) or a run queue's. */
-struct claimed_at {
-    struct serex__task_rec *plain;
-    struct serex__runq_slot *rq;
+/*
+ * One run of claimed tasks, in place: a shard's ring range, or a slot's
+ * claim array (its run queue's records and its next task, copied out).
+ */
+struct claimed_run {
+    struct serex__task_rec *ring;
+    uint64_t mask, h, n; /* [h, h + n) of ring, modulo mask + 1 */
+    uint64_t next;       /* the first not yet handed back */
 };
 
-/* Calls @fn on every claimed task of NORMAL not yet handed back (fn not
- * NULL): a copy, and where it lies. */
-static void claimed_each(struct pool *p,
-                         void (*fn)(const struct serex__task_rec *r,
-                                    struct claimed_at at, void *ctx),
-                         void *ctx)
+static struct serex__task_rec *run_at(struct claimed_run *c, uint64_t k)
 {
-    for (unsigned i = 0; i < p->ninj; i++) {
-        struct inject *q = &p->inj[i];
+    return &c->ring[(c->h + k) & c->mask];
+}
 
-        for (uint64_t j = q->claim_h; j != q->claim_t; j++) {
-            struct serex__task_rec *r = &q->ring[j & q->mask];
+static void run_sift(struct claimed_run *c, uint64_t k, uint64_t n)
+{
+    for (uint64_t child; (child = 2 * k + 1) < n; k = child) {
+        struct serex__task_rec t;
 
-            if (r->fn != NULL)
-                fn(r, (struct claimed_at){r, NULL}, ctx);
-        }
-    }
-    for (unsigned i = 0; i < p->max; i++) {
-        struct slot *s = &p->slots[i];
-
-        for (uint64_t j = s->taken_h; j != s->taken_t; j++) {
-            struct serex__runq_slot *rs = serex__runq_at(&s->q, j);
-            struct serex__task_rec r;
-
-            serex__runq_read(rs, &r); /* claimed by us: nobody writes it */
-            if (r.fn != NULL)
-                fn(&r, (struct claimed_at){NULL, rs}, ctx);
-        }
-        if (s->next_taken && s->next_rec.fn != NULL)
-            fn(&s->next_rec, (struct claimed_at){&s->next_rec, NULL}, ctx);
+        if (child + 1 < n &&
+            stamp_cmp(run_at(c, child), run_at(c, child + 1)) < 0)
+            child++;
+        if (stamp_cmp(run_at(c, k), run_at(c, child)) >= 0)
+            return;
+        t = *run_at(c, k);
+        *run_at(c, k) = *run_at(c, child);
+        *run_at(c, child) = t;
     }
 }
 
-struct hand_back {
-    struct serex__task_rec *all; /* the copy to sort, or NULL */
-    size_t n;
-    bool found;                  /* without a copy: the oldest left */
-    struct serex__task_rec min;
-    struct claimed_at min_at;
-};
-
-static void claimed_copy(const struct serex__task_rec *r, struct claimed_at at,
-                         void *ctx)
+/* Sorts a run by stamp, in place (heapsort: no memory, O(n log n)). */
+static void run_sort(struct claimed_run *c)
 {
-    struct hand_back *h = ctx;
+    for (uint64_t k = c->n / 2; k-- > 0;)
+        run_sift(c, k, c->n);
+    for (uint64_t end = c->n; end-- > 1;) {
+        struct serex__task_rec t = *run_at(c, 0);
 
-    (void)at;
-    h->all[h->n++] = *r;
-}
-
-static void claimed_min(const struct serex__task_rec *r, struct claimed_at at,
-                        void *ctx)
-{
-    struct hand_back *h = ctx;
-
-    if (!h->found || stamp_cmp(r, &h->min) < 0) {
-        h->found = true;
-        h->min = *r;
-        h->min_at = at;
+        *run_at(c, 0) = *run_at(c, end);
+        *run_at(c, end) = t;
+        run_sift(c, 0, end);
     }
 }
 
 /*
- * Hands back NORMAL's @n claimed tasks, each submitting thread's in the
- * order it submitted them (promise 2b): sorted by stamp in a copy, or,
- * when the copy cannot be allocated, by picking the oldest left @n times
- * and marking it handed back (slow, but nothing is lost or misordered for
- * want of memory).
+ * Claimed run @i of NORMAL: shard i, or (i >= ninj) the slot i - ninj,
+ * whose records were copied into its claim array (made at create) by
+ * claimed_prepare. The cursor (`next`) lives in the shard or slot.
  */
-static void normal_hand_back(struct pool *p, size_t n,
-                             serex_pending_fn on_pending, void *ctx)
+static struct claimed_run claimed_run_of(struct pool *p, unsigned i,
+                                         uint64_t **next)
 {
-    struct hand_back h = {NULL, 0, false, {NULL, NULL, 0}, {NULL, NULL}};
+    if (i < p->ninj) {
+        struct inject *q = &p->inj[i];
 
-    if (n == 0)
-        return;
-    if (n <= SIZE_MAX / sizeof *h.all)
-        h.all = serex__alloc(n * sizeof *h.all);
-    if (h.all != NULL) {
-        claimed_each(p, claimed_copy, &h);
-        qsort(h.all, h.n, sizeof *h.all, stamp_cmp);
-        for (size_t i = 0; i < h.n; i++)
-            serex__hand_back(h.all[i].fn, h.all[i].arg, on_pending, ctx);
-        serex__free(h.all);
-        return;
+        *next = &q->claim_next;
+        return (struct claimed_run){q->ring, q->mask, q->claim_h,
+                                    q->claim_t - q->claim_h, 0};
     }
-    for (size_t i = 0; i < n; i++) {
-        h.found = false;
-        claimed_each(p, claimed_min, &h);
-        if (!h.found)
-            break;
-        if (h.min_at.plain != NULL)
-            h.min_at.plain->fn = NULL; /* handed back */
-        else /* relaxed: claimed by us; the mark of a task handed back */
-            atomic_store_explicit(&h.min_at.rq->fn, NULL,
-                                  memory_order_relaxed);
-        serex__hand_back(h.min.fn, h.min.arg, on_pending, ctx);
+    {
+        struct slot *s = &p->slots[i - p->ninj];
+
+        *next = &s->claim_next;
+        return (struct claimed_run){s->claim, UINT64_MAX, 0, s->claim_n, 0};
+    }
+}
+
+/* Copies each slot's claimed records into its claim array; sorts every
+ * run in place. */
+static void claimed_prepare(struct pool *p)
+{
+    uint64_t *next;
+
+    for (unsigned i = 0; i < p->max; i++) {
+        struct slot *s = &p->slots[i];
+        uint64_t n = 0;
+
+        for (uint64_t j = s->taken_h; j != s->taken_t; j++)
+            serex__runq_read(serex__runq_at(&s->q, j), &s->claim[n++]);
+        if (s->next_taken)
+            s->claim[n++] = s->next_rec;
+        s->claim_n = n;
+    }
+    for (unsigned i = 0; i < p->ninj + p->max; i++) {
+        struct claimed_run c = claimed_run_of(p, i, &next);
+
+        run_sort(&c);
+        *next = 0;
+    }
+}
+
+/*
+ * Hands back NORMAL's claimed tasks, each submitting thread's in the
+ * order it submitted them (promise 2b): every run sorted in place by
+ * stamp, then merged, oldest first (a look at each run's head per task:
+ * runs are shards and workers, a few dozen). Allocates nothing (a run
+ * queue's records go to the claim array its slot was made with), so the
+ * hand-back cannot fail.
+ */
+static void normal_hand_back(struct pool *p, serex_pending_fn on_pending,
+                             void *ctx)
+{
+    claimed_prepare(p);
+    for (;;) {
+        struct claimed_run best = {NULL, 0, 0, 0, 0};
+        uint64_t *best_next = NULL, *next;
+        struct serex__task_rec *r;
+
+        for (unsigned i = 0; i < p->ninj + p->max; i++) {
+            struct claimed_run c = claimed_run_of(p, i, &next);
+
+            if (*next != c.n &&
+                (best_next == NULL ||
+                 stamp_cmp(run_at(&c, *next), run_at(&best, *best_next)) < 0)) {
+                best = c;
+                best_next = next;
+            }
+        }
+        if (best_next == NULL)
+            return;
+        r = run_at(&best, (*best_next)++);
+        serex__hand_back(r->fn, r->arg, on_pending, ctx);
     }
 }
 
@@ -1693,7 +1711,7 @@ static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
     pool_wake_all(p);
     /* By level, highest first */
     n += level_hand_back(&high, on_pending, ctx);
-    normal_hand_back(p, n - (size_t)(high.t - high.h), on_pending, ctx);
+    normal_hand_back(p, on_pending, ctx);
     n += level_hand_back(&low, on_pending, ctx);
     return n;
 }
@@ -1734,6 +1752,7 @@ static void pool_free_memory(struct pool *p)
     for (unsigned i = 0; p->inj != NULL && i < p->ninj; i++)
         serex__free(p->inj[i].ring);
     serex__free(p->inj);
+    serex__free(p->claims);
     serex__free(p->slots);
     serex__free(p);
 }
@@ -1932,6 +1951,14 @@ static int pool_alloc_queues(struct pool *p)
     p->inj = serex__calloc_aligned(SEREX__CACHELINE, n * sizeof *p->inj);
     if (p->inj == NULL)
         return SEREX_ENOMEM;
+    /* shutdown_now's room for each slot's run queue and next task: it
+     * then hands back without allocating (normal_hand_back) */
+    p->claims = serex__alloc((size_t)p->max * (SEREX__RUNQ_CAP + 1) *
+                             sizeof *p->claims);
+    if (p->claims == NULL)
+        return SEREX_ENOMEM;
+    for (unsigned i = 0; i < p->max; i++)
+        p->slots[i].claim = &p->claims[(size_t)i * (SEREX__RUNQ_CAP + 1)];
     p->ninj = n;
     for (unsigned i = 0; i < n; i++) {
         p->inj[i].ring = ring_alloc(RING_MIN);

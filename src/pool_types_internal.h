@@ -74,6 +74,7 @@ struct inject {
     uint64_t mask;               /* slots - 1 */
     _Atomic uint32_t ring_grown; /* hint for idle workers: shrink it */
     uint64_t claim_h, claim_t;   /* what shutdown_now took (its call only) */
+    uint64_t claim_next;         /* its hand-back's cursor */
 };
 
 #define INJECT_MAX 16u /* shards at most; a power of two */
@@ -101,6 +102,8 @@ struct slot {
     uint64_t taken_h, taken_t;      /* of q */
     bool next_taken;
     struct serex__task_rec next_rec;
+    struct serex__task_rec *claim; /* room for them all, made at create */
+    uint64_t claim_n, claim_next;
     bool report;           /* set before the thread starts: create waits
                               for its setup's verdict */
 };
@@ -167,6 +170,7 @@ struct pool {
     char name[NAME_MAX_LEN + 1];
     bool named; /* the config gave a name (stats show it) */
     struct slot *slots;    /* max of them */
+    struct serex__task_rec *claims; /* the slots' claim arrays */
 
     /* The configuration's hooks and placement; read-only. */
     int (*on_thread_start)(void *ctx, unsigned index);
