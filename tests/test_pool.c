@@ -590,6 +590,74 @@ static void pool_shutdown_now_with_batches_hands_back_in_order(void **state)
 }
 
 /*
+ * Promise 2b: a pool hands back each submitting thread's tasks in the
+ * order that thread submitted them, wherever they wait. A worker's task
+ * submits NLOCAL tasks to its own pool (its next-task slot, its run
+ * queue, and, past 256, the older halves sent to the shared queue), and
+ * the test's thread submits NTASKS - NLOCAL from outside, while both
+ * workers are held; then shutdown_now. Both threads' tasks come back,
+ * each in its own order, and nothing ran.
+ */
+#define NLOCAL 600
+
+struct local_feeder {
+    struct fixture *f;
+    struct blocker b;
+    int rc;
+};
+
+static void local_feed_task(void *arg)
+{
+    struct local_feeder *lf = arg;
+
+    for (size_t i = 0; i < NLOCAL && lf->rc == SEREX_OK; i++)
+        lf->rc = serex_execute(lf->f->pool, index_task, &lf->f->idx[i]);
+    block_task(&lf->b);
+}
+
+static void pool_shutdown_now_hands_back_each_threads_tasks_in_order(
+    void **state)
+{
+    struct fixture *f = *state;
+    struct local_feeder lf = {f, {NULL, NULL}, SEREX_OK};
+    struct blocker other;
+    size_t n, next_local = 0, next_outside = NLOCAL;
+
+    make_pool(f, 2, 0);
+    assert_int_equal(serex_event_create(&lf.b.started), SEREX_OK);
+    assert_int_equal(serex_event_create(&lf.b.release), SEREX_OK);
+    assert_int_equal(serex_event_create(&other.started), SEREX_OK);
+    assert_int_equal(serex_event_create(&other.release), SEREX_OK);
+    assert_int_equal(serex_execute(f->pool, block_task, &other), SEREX_OK);
+    assert_signalled(other.started);
+    assert_int_equal(serex_execute(f->pool, local_feed_task, &lf), SEREX_OK);
+    assert_signalled(lf.b.started); /* both workers held from here */
+    assert_int_equal(lf.rc, SEREX_OK);
+    for (size_t i = NLOCAL; i < NTASKS; i++)
+        assert_int_equal(serex_execute(f->pool, index_task, &f->idx[i]),
+                         SEREX_OK);
+    n = serex_shutdown_now(f->pool, record_pending, f);
+    assert_int_equal(n, NTASKS);
+    assert_int_equal(atomic_load(&f->count), NTASKS);
+    for (size_t i = 0; i < NTASKS; i++) {
+        size_t k = (size_t)((size_t *)f->pending_args[i] - f->idx);
+
+        /* each thread's next one: the worker's 0.., the test's NLOCAL.. */
+        if (k < NLOCAL)
+            assert_int_equal(k, next_local++);
+        else
+            assert_int_equal(k, next_outside++);
+    }
+    serex_event_signal(lf.b.release);
+    serex_event_signal(other.release);
+    assert_int_equal(serex_await_termination(f->pool, TEST_TIMEOUT), SEREX_OK);
+    serex_event_destroy(lf.b.started);
+    serex_event_destroy(lf.b.release);
+    serex_event_destroy(other.started);
+    serex_event_destroy(other.release);
+}
+
+/*
  * A full ring (and a full level) grows with the allocation made under no
  * spinlock: allocate, lock, re-check, swap (a preempted allocator under a
  * spinlock stalls every producer spinning on it). Debug builds count the
@@ -641,6 +709,7 @@ int main(void)
         T(pool_parked_workers_never_miss_a_wake_up),
         T(pool_blocked_task_does_not_strand_the_tasks_behind_it),
         T(pool_shutdown_now_with_batches_hands_back_in_order),
+        T(pool_shutdown_now_hands_back_each_threads_tasks_in_order),
 #undef T
     };
 
