@@ -2,44 +2,69 @@
 /*
  * pool.c - the thread pool: fixed or elastic, bounded or unbounded queue.
  *
- * --- The queue ---
- * A growable ring of {fn, arg} slots with two spinlocks, one per end (the
- * two-lock queue of Michael and Scott, and of the JDK's LinkedBlockingQueue,
- * on an array). Producers write slot `tail` under `put_lock` and publish
- * the new `tail`; workers copy slots from `head` under `take_lock` (a batch
- * at a time, see below) and publish the new `head`. Each end keeps a stale
- * copy of the other end's index and
- * re-reads it only when the copy says empty (workers) or full (producers),
- * so in a steady stream a worker touches the producers' line once per run
- * of tasks, not once per task, and slots are read and written in order,
- * four to a cache line, which the hardware prefetches. Nothing is
- * allocated per task. When the ring is full the producer takes both locks
- * and doubles it; an idle worker takes both and shrinks an empty ring back
- * to RING_MIN, so memory returns to its baseline after a burst.
- * The ring and its mask change only under both locks, so each end may read
- * them under its own. The queue is empty exactly when head == tail, which
- * anyone can test with two loads and no lock (queue_nonempty).
+ * --- The shared queue: shards ---
+ * Tasks from outside the pool go to a shared queue made of shards (struct
+ * inject): one for a bounded or elastic pool, one per worker (a power of
+ * two, at most INJECT_MAX) for a fixed, unbounded one. A thread always
+ * submits to the shard its thread number picks (stamps, below), so with
+ * as many shards as producers no two producers share a lock or a line,
+ * and one thread's tasks stay in its order. Each shard is a growable ring
+ * of task records with two spinlocks, one per end (the two-lock queue of
+ * Michael and Scott, and of the JDK's LinkedBlockingQueue, on an array).
+ * Producers write slot `tail` under `put_lock` and publish the new `tail`;
+ * workers copy slots from `head` under `take_lock` (a batch at a time,
+ * see below) and publish the new `head`. Each end keeps a stale copy of
+ * the other end's index and re-reads it only when the copy says empty
+ * (workers) or full (producers), so in a steady stream a worker touches
+ * the producers' line once per run of tasks, not once per task. Nothing
+ * is allocated per task. A full ring is doubled by its producer under
+ * both locks (the allocation made with no lock held: ring_spare); an idle
+ * worker shrinks an empty grown one back to RING_MIN. A worker takes from
+ * the shards starting at its own; one whose `take_lock` is busy is passed
+ * over (trylock), and waited for only if no other shard had anything, so
+ * no worker spins behind another that was preempted holding it.
  *
- * --- Local batches and stealing ---
- * When both workers take from the ring, every task moves the lock, head
- * and slot lines between cores. So a worker whose local batch is empty
- * takes up to LOCAL_CAP tasks (half of what is queued) under `take_lock`
- * and copies them into its own small ring (struct local), which it then
- * pops with a CAS on a line no one else writes. A batch is never private:
- * an idle worker steals half of another worker's batch (the same CAS on
- * that batch's head decides each task's one taker), so a long or blocked
- * task never strands the tasks behind it while a thread is free. A worker
- * that took more than one task wakes a sleeper if there is no spinner,
- * exactly as a producer does, and parking workers re-check every batch, so
- * the park handshake below covers batches as it covers the ring. The
- * spinner reads the batches only every 16th look (the ring at every one):
- * each batch's head is a line its owner writes at every task, and with 16
- * workers a spinner polling them all took those lines from every busy
- * worker. A thief marks its own slot (`stealing`), for shutdown_now, not
- * a count shared by all thieves.
- * Each batched task keeps its index in the ring (gidx): batches hold
- * contiguous runs of indices, all older than the ring's head, so
- * shutdown_now hands everything back in submission order.
+ * --- Run queues, the next-task slot, stealing ---
+ * A fixed, unbounded pool's worker has a run queue of its own
+ * (pool_runq_internal.h: Go's runq, 256 records) and a next-task slot. A
+ * task one of the pool's workers submits to its own pool goes to that
+ * worker's slot; the task there before moves to the back of its run
+ * queue. So a serial handing over to the next serial, a continuation or a
+ * lane's drain runs next on the same core, in cache, and writes no line
+ * another core writes (Tokio's LIFO slot, Go's runnext). At most NEXT_RUN
+ * slot tasks run in a row, then the run queue's oldest, so a chain that
+ * keeps refilling the slot does not starve the run queue. A yield (a
+ * serial's, lane's or limiter's batch end, serex__op_yield) goes to the
+ * back of the run queue instead: promise 4's turn-taking holds. A full
+ * run queue sends its older half to the worker's shard (runq_overflow). A
+ * worker whose queues are empty steals half of another's run queue, then
+ * takes a batch (up to half a shard, at most REFILL_MAX) from the shared
+ * queue into its run queue, then steals a next-task slot, but only one
+ * whose task has waited SLOT_STEAL_NS behind a busy owner (Go waits too
+ * before it takes runnext): stealing slots at once cost Tokio 23-32 % at
+ * message passing, and never stealing them strands a task behind a long
+ * one (tokio#4941) or behind a task that waits for it. Every 61st task a
+ * worker looks at the shared queue first (once the last batch it took
+ * from there has left its run queue, so one thread's tasks keep their
+ * order on a one-worker pool): tasks from outside are never starved by
+ * workers feeding themselves.
+ * A local push and a steal move tasks between queues in steps, so each
+ * brackets itself with its slot's `moving` flag and gives up (a push says
+ * SEREX_EREJECTED) once it sees STOP; shutdown_now sets STOP, waits until
+ * no slot is moving, and only then claims (see Shutdown).
+ * The spinner reads the run queues and slots only every 16th look (the
+ * shards at every one): each is a line its owner writes at every task. A
+ * worker that took more than one task wakes a sleeper if no one spins,
+ * exactly as a producer does; a local push makes the same check.
+ *
+ * --- Stamps and the hand-back order ---
+ * Every task carries a stamp: its submitting thread's number and that
+ * thread's count of submissions (stamp_next: thread-local, no shared
+ * line). shutdown_now claims every shard and every worker's queues, sorts
+ * each claimed run in place by stamp and merges them (normal_hand_back):
+ * each thread's tasks come back in the order it submitted them, wherever
+ * they waited (promise 2b). A pool with one shard stamps each task with
+ * its index there instead: one total order, as before.
  *
  * --- Parking: who sleeps, who wakes, why no wake-up is lost ---
  * A worker that finds the queue empty becomes the one spinner if there is
@@ -50,9 +75,14 @@
  * a core spinning between tasks. Every other idle worker parks at once
  * (at most one spins: on a 2-core machine two spinners would steal the
  * producer's core). To park, a worker takes `mu`, increments `sleepers`,
- * (the spinner then clears `spinning`), re-checks the ring and every
- * batch, and waits on
- * `work_cv` for a wake-up token (`wakeups`).
+ * (the spinner then clears `spinning`), re-checks every shard, run
+ * queue and level, and waits on `work_cv` for a wake-up token (`wakeups`).
+ * A next-task slot's task counts in that re-check for the spinner, and
+ * for the others only while no one spins (they come back to spin): the
+ * spinner steals it once it has waited, and idle workers do not wake for
+ * every message a busy worker passes to itself. A local push publishes
+ * its queue's tail seq_cst and makes the producer's loads below, so the
+ * handshake covers run queues and slots as it covers the shards.
  * A producer, after its store of `tail`, reads `spinning`, then
  * `sleepers`: if there is a spinner it does nothing; else if someone sleeps
  * it takes `mu`, turns one sleeper into a token (so later producers see
@@ -82,14 +112,20 @@
  * before the woken worker ran woke one more sleeper, a system call per
  * task: with 16 workers and one producer on a 16-core machine,
  * pool_throughput fell to 0.8M tasks/s. tests/model/pool_park.pml checks
- * the handshake and the hand-over with spin.
+ * the handshake and the hand-over with spin; tests/model/pool_runq.pml
+ * the run queue, the slot, their steals and shutdown_now's claim.
  *
  * --- Shutdown ---
  * `state` holds the SHUTDOWN and STOP flags. execute reads them under
- * `put_lock`, and everyone who must not miss a push takes `put_lock` after
- * reading the flag: shutdown_now sets STOP and then empties the ring and
- * claims every batch under both locks; a worker that sees SHUTDOWN looks at
- * the ring under `put_lock`, and at every batch, before it exits. Lock
+ * its shard's `put_lock`, and everyone who must not miss a push takes
+ * each `put_lock` after reading the flag: shutdown_now sets STOP, waits
+ * until no worker is `moving` (a local push or a steal: they look for
+ * STOP after setting it, seq_cst, so one of the two sees the other), and
+ * then empties every shard and claims every run queue and slot under all
+ * the shards' locks; a worker that sees SHUTDOWN looks at every shard
+ * under its `put_lock`, and at every run queue and slot, before it exits
+ * (a local push that came before SHUTDOWN is in its own worker's queues,
+ * and that worker looks at them before it leaves). Lock
  * order makes the flag and the pushes one story: an execute that holds
  * `put_lock` before them has pushed by the time they look, and one that
  * holds it after reads the flag after they did, so it sees it (coherence)
@@ -151,7 +187,7 @@
  * bounded level signals the places it frees, as the ring does.
  * Workers look at the levels only once `levels_on` is set, by the first
  * serex_pool_executor_at of HIGH or LOW; from then on a worker takes from
- * HIGH, else NORMAL (its batch, a steal, the ring), else LOW: strict
+ * HIGH, else NORMAL (its queues, a steal, the shards), else LOW: strict
  * priority, checked before every task, batched ones included.
  * No task waits for a stale `levels_on`. A face comes only from
  * serex_pool_executor_at, after the flag's seq_cst store (or an acquire
@@ -166,7 +202,7 @@
  * submissions were never promised.
  * Shutdown: whoever must not miss a push to a level takes its lock after
  * reading the flags (pool_drained, shutdown_now), as with `put_lock`.
- * shutdown_now hands back HIGH, then NORMAL (batches, then the ring),
+ * shutdown_now hands back HIGH, then NORMAL (promise 2b's order),
  * then LOW. queue_capacity bounds each level's waiting tasks on its own:
  * one count across levels would put a shared counter on the ring's path.
  */
@@ -1087,11 +1123,11 @@ static enum spin_result worker_spin(struct pool *p, struct slot *s,
           atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
     for (unsigned i = 1;; i++) {
         /*
-         * The batches every 16th look only: each is a line its owner writes
-         * at every task, and a spinner reading them all in a tight loop
-         * takes them from every busy worker (16 lines with 16 workers). A
-         * batch is never stranded: its owner runs it, and the park
-         * re-check reads every batch.
+         * The run queues and slots every 16th look only: each is a line
+         * its owner writes at every task, and a spinner reading them all
+         * in a tight loop takes them from every busy worker (16 lines
+         * with 16 workers). A run queue is never stranded: its owner runs
+         * it, and the park re-check reads every one.
          */
         if (pool_has_work_in(p, i % 16 == 1) ||
             (i % 16 == 1 && p->batching && next_ripe(p, s))) {
