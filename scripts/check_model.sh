@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# check_model.sh - check the serial executor's drain protocol and the
-# pool's park handshake exhaustively with the spin model checker
-# (tests/model/serial_drain.pml and pool_park.pml; what they model and what
-# each property means: tests/model/README.md).
+# check_model.sh - check the serial executor's drain protocol, the pool's
+# park handshake and its per-worker run queues exhaustively with the spin
+# model checker (tests/model/serial_drain.pml, pool_park.pml,
+# pool_runq.pml and the others; what they model and what each property
+# means: tests/model/README.md).
 #
 # For each configuration below: spin -a generates the verifier (pan.c), cc
 # compiles it, and pan explores every interleaving (no bitstate, no
@@ -100,6 +101,16 @@ configs=(
     "mut-life-hold-after-leave;assertion violated \\(freed;safety;-DNPROD=2 -DMUT_HOLD_AFTER_LEAVE;life.pml"
     "mut-life-no-quiesce;assertion violated \\(freed;safety;-DNPROD=2 -DMUT_NO_QUIESCE;life.pml"
     "mut-life-free-on-zero;assertion violated \\(freed;safety;-DNPROD=2 -DMUT_FREE_ON_ZERO;life.pml"
+    "runq-c2-3t-yield-now;pass;safety;-DCAP=2 -DNTASK=3 -DYIELD=2 -DSHUT=1;pool_runq.pml"
+    "runq-c2-3t-yield-keep;pass;safety;-DCAP=2 -DNTASK=3 -DYIELD=2 -DSHUT=0;pool_runq.pml"
+    "runq-c2-4t-slot-now;pass;safety;-DCAP=2 -DNTASK=4 -DYIELD=0 -DSLOTS=1 -DSHUT=1;pool_runq.pml"
+    "runq-c2-3t-mixed-now;pass;safety;-DCAP=2 -DNTASK=3 -DYIELD=1 -DSLOTS=1 -DSHUT=1;pool_runq.pml"
+    "runq-c4-4t-yield-now;pass;safety;-DCAP=4 -DNTASK=4 -DYIELD=2 -DSHUT=1;pool_runq.pml"
+    "runq-c4-5t-yield-now;pass;safety;-DCAP=4 -DNTASK=5 -DYIELD=2 -DSHUT=1;pool_runq.pml"
+    "mut-runq-thief-store;assertion violated \\(\\(+(ran|gf);safety;-DCAP=2 -DNTASK=3 -DYIELD=2 -DMUT_THIEF_STORE;pool_runq.pml"
+    "mut-runq-no-room;assertion violated \\(\\(+gf;safety;-DCAP=2 -DNTASK=3 -DYIELD=2 -DMUT_NO_ROOM;pool_runq.pml"
+    "mut-runq-no-wait;assertion violated \\( !\\(stop\\)\\|\\|\\(inq;safety;-DCAP=2 -DNTASK=3 -DSLOTS=1 -DMUT_NO_WAIT;pool_runq.pml"
+    "mut-runq-stop-first;assertion violated \\( !\\(stop\\)\\|\\|\\(inq;safety;-DCAP=2 -DNTASK=3 -DSLOTS=1 -DMUT_STOP_FIRST;pool_runq.pml"
 )
 
 ensure_spin() {
@@ -120,7 +131,7 @@ ensure_spin
 cc=${CC:-$(command -v gcc || echo cc)}
 command -v "$cc" >/dev/null 2>&1 ||
     { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
-for m in serial_drain.pml pool_park.pml pool_threads.pml life.pml; do
+for m in serial_drain.pml pool_park.pml pool_threads.pml life.pml pool_runq.pml; do
     [ -r "$models/$m" ] || { echo "check_model.sh: $models/$m is missing" >&2; exit 2; }
 done
 
