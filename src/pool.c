@@ -399,6 +399,8 @@ static unsigned shard_take(struct pool *p, struct inject *q, struct slot *me,
      * waiting to start, and tasks in a run queue would escape the count.
      */
     n = avail >= 2 * (uint64_t)max ? max : (unsigned)((avail + 1) / 2);
+    if (n > max) /* max 1 and 3 waiting: half rounds up to 2 */
+        n = max;
     *out = q->ring[h & q->mask];
     for (unsigned i = 1; i < n; i++)
         serex__runq_put_at(&me->q, i - 1, &q->ring[(h + i) & q->mask]);
