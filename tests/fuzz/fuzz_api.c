@@ -119,8 +119,15 @@
  * await_termination(ex, 0). Groups are destroyed only once wait(0) says
  * empty.
  *
- * The one internal name used is serex__alloc_fail_nth (fails the n-th
- * allocation from now; the static library has it), for op OP_ALLOC_FAIL.
+ * The internal names used are serex__alloc_fail_nth (fails the n-th
+ * allocation from now; the static library has it), for op OP_ALLOC_FAIL,
+ * and serex__cache_trim, which empties the node caches after each input:
+ * a block an input left in the calling thread's list (or the depot) would
+ * spare the next input an allocation, and so move which allocation an
+ * armed failure hits, and the outcome with it (a crash found by libFuzzer
+ * then did not replay alone, nor did its leak check's second run match
+ * the first). Every input starts from empty caches, so its outcome is a
+ * function of its bytes, wherever it runs in a process.
  * Define SEREX_FUZZ_NO_ALLOC_FAIL to build against the shared library.
  */
 #include <stdatomic.h> /* the pool round's counters, hooks' and tasks' */
@@ -142,6 +149,9 @@
 /* src/common_internal.h: the n-th allocation from now fails; 0: none.
  * Returns the allocations made since it was last set. */
 unsigned long serex__alloc_fail_nth(unsigned long n);
+/* src/nodecache_internal.h: frees the depot and the calling thread's
+ * lists. */
+void serex__cache_trim(void);
 #endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -3581,6 +3591,14 @@ static void fuzz_setup(const uint8_t *data, size_t size)
     cfg.tick_ns = (b >> 3) & 7 ? INT64_C(1) << (2 * ((b >> 3) & 7)) : 0;
     cfg.max_timers = fz.max_timers = caps[b >> 6];
     cfg.on_rejected = on_rejected;
+    /* A periodic run its target refused for want of room (here only
+     * SEREX_ENOMEM, from an armed allocation failure: no timer's target
+     * is bounded) ends the timer, its task to on_rejected, as the model
+     * (on_rejected, timer_ran) has it. The default, SEREX_REFUSED_MISS,
+     * would count the miss in serex_scheduler_rejected without calling
+     * on_rejected, and fold it into the next run's serex_timer_overrun:
+     * the model cannot see which timer missed. */
+    cfg.periodic_refused = SEREX_REFUSED_END;
     b = next_byte();
     fz.wcfg.batch = b & 3;
     cfg.on_shutdown = fz.on_shutdown = policies[(b >> 2) & 3];
@@ -3745,6 +3763,15 @@ static void teardown_check(void)
     }
     for (unsigned i = 0; i < NTIMER; i++)
         timer_release(i);
+    /* Every executor is shut down and drained by now, so a future (or
+     * then-future) whose call never ran ended cancelled, even one released
+     * before it ended, that no wait or continuation told us of (its task
+     * taken back by a shutdown_now, promise 2a): its then-futures are
+     * cancelled too, and post nothing to their targets, which can go. */
+    for (size_t i = 0; i < fz.nrecs; i++)
+        if ((fz.recs[i].kind == K_FUTURE || fz.recs[i].kind == K_THEN) &&
+            fz.recs[i].runs == 0)
+            future_cancelled(&fz.recs[i]);
     for (unsigned i = 0; i < NSEL; i++)
         check_terminated(sel_ex(i));
     for (unsigned b = 0; b < NBX; b++) {
@@ -3800,6 +3827,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     teardown_drain();
     teardown_check();
+#ifndef SEREX_FUZZ_NO_ALLOC_FAIL
+    /* the next input starts with empty caches, as the first one does (the
+     * pool round's workers left theirs in the depot when they exited) */
+    serex__cache_trim();
+#endif
     return 0;
 }
 
