@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * pool_types_internal.h - the pool's private state, shared by the files
- * that make up the pool: pool.c (the queue, batches, levels, idle and
- * wake-up, the worker loop, the executor) and pool_thread.c (each worker
- * thread's life: start, park, retire, grow, stop). Nothing outside the
- * pool includes it; tests see pool_internal.h.
+ * that make up the pool, one per mechanism (as Tokio splits its
+ * scheduler): pool_inject.c (the shared queue's shards, and the stamps),
+ * pool_local.c (each worker's run queue and next-task slot, taking and
+ * stealing), pool_idle.c (the spinner, parking's re-check and wake-ups),
+ * pool_level.c (the priority levels and their faces), pool_thread.c (each
+ * worker thread's life: start, park, retire, grow, stop) and pool.c (the
+ * worker loop, the executor: execute, shutdown, shutdown_now, destroy,
+ * stats, create). The banner above each group of prototypes says which
+ * file defines them. What a task's submission or take runs across files
+ * is a static inline here, in its file's group (the stamps, the push
+ * onto a shard and the look at one, the local push, the wake-up decision,
+ * the take by level), so that the split adds no call to the busy path.
+ * Nothing outside the pool includes it; tests see pool_internal.h.
  */
 #ifndef SEREX_POOL_TYPES_INTERNAL_H
 #define SEREX_POOL_TYPES_INTERNAL_H
@@ -15,6 +24,7 @@
 
 #include "common_internal.h"
 #include "life_internal.h"
+#include "op_internal.h"
 #include "pool_internal.h"
 #include "pool_runq_internal.h"
 #include "spinlock_internal.h"
@@ -110,7 +120,7 @@ struct slot {
 
 /*
  * A priority level other than NORMAL: its face and its queue, a ring
- * under one lock for both ends (see the essay).
+ * under one lock for both ends (pool_level.c's essay).
  */
 struct level {
     serex_executor face; /* what serex_pool_executor_at returns */
@@ -186,15 +196,310 @@ struct pool {
     struct level lv[LEVELS_EXTRA]; /* HIGH and LOW */
 };
 
-/* --- between pool.c and pool_thread.c --- */
+/* What shutdown_now took from a level: its ring, to hand back. */
+struct level_claim {
+    struct serex__task_rec *ring;
+    uint64_t mask, h, t;
+};
 
-/* pool.c: the worker loop, a thread's body. */
-int serex__pool_worker_main(void *arg);
-/* pool.c: work anywhere (the idle re-check of the park handshake); a
- * next-task slot's counts for the spinner, or while no one spins. */
-bool serex__pool_has_work(struct pool *p, bool spinner);
-/* pool.c: a shrink of a grown, empty ring by an idle worker. */
+/*
+ * A bigger ring for a full one (a shard's, or a level's), allocated with
+ * no lock held: a push that finds no room says RING_NEED_ROOM and how many
+ * slots it wants; its caller lets the lock go, allocates, takes the lock
+ * again and pushes once more, and the push swaps the spare in if it is
+ * still the size wanted (else it asks again). The replaced ring is freed
+ * after the lock is let go too. A spinlock is then held only for the copy
+ * of the live slots, never across the allocator.
+ */
+#define RING_NEED_ROOM 1 /* not a status: the push wants sp->slots slots */
+
+struct ring_spare {
+    struct serex__task_rec *ring; /* NULL, or sp->slots slots */
+    uint64_t slots;
+    struct serex__task_rec *old; /* replaced under the lock, freed after */
+    bool nomem;                  /* the spare's allocation failed */
+};
+
+/*
+ * Each task carries its submitting thread's number and that thread's
+ * count of submissions (to any pool), so shutdown_now can hand back each
+ * thread's tasks in the order it submitted them however they moved
+ * between queues, and an outside thread always uses the same shard. A
+ * thread-local count: no line is shared. 24 bits of thread (numbers are
+ * reused after 16M threads: two threads with the same number still each
+ * keep their order) and 40 of count, compared modulo 2^40
+ * (serex__pool_stamp_cmp): right while a thread's oldest waiting task is
+ * less than 2^39 of its submissions old.
+ */
+#define STAMP_SEQ_BITS 40
+#define STAMP_SEQ_MASK ((UINT64_C(1) << STAMP_SEQ_BITS) - 1)
+
+/* After a push: who must look at the queue (serex__pool_wake_need). */
+enum wake_need { WAKE_NONE, WAKE_ONE, WAKE_GROW };
+
+/* What an idle worker does next (serex__pool_worker_idle). */
+enum idle_result { IDLE_AGAIN, IDLE_EXIT, IDLE_RETIRED };
+
+/* --- pool_inject.c: the shared queue's shards, and the stamps --- */
+/* (The push onto a shard, the shard look and the stamps are static
+ * inlines below: every execute from outside the pool runs them.) */
+
+/* A ring of @slots task records, cache-line aligned (NULL: no memory). */
+struct serex__task_rec *serex__pool_ring_alloc(uint64_t slots);
+/* The spare, if it has @slots slots: taken (true). Else asks for them. */
+bool serex__pool_spare_take(struct ring_spare *sp, uint64_t slots,
+                            struct serex__task_rec **out);
+/* serex__pool_ring_push's slow path: room for @n more in shard @q (a
+ * fresh look at head, then a grow), or SEREX_EFULL. Under put_lock. */
+int serex__pool_ring_make_room(struct pool *p, struct inject *q, uint64_t n,
+                               struct ring_spare *sp);
+/* Takes up to @max tasks from the shards (the first into *out, the rest
+ * into @me's run queue), starting at @me's own. Returns how many. */
+unsigned serex__pool_inject_take(struct pool *p, struct slot *me,
+                                 struct serex__task_rec *out, unsigned max);
+/* Appends @n tasks accepted already (a run queue's overflow) to shard @q:
+ * SEREX_OK, or SEREX_ENOMEM when the ring could not grow. */
+int serex__pool_inject_push_moved(struct pool *p, struct inject *q,
+                                  const struct serex__task_rec *r, unsigned n);
+/* A shrink of a grown, empty ring by an idle worker. */
 void serex__pool_ring_try_shrink(struct pool *p);
+/* Shut down: every shard empty, and no push to one can come any more. */
+bool serex__pool_shards_drained(struct pool *p);
+/* The calling thread's first stamp: a number of its own, count 0. */
+uint64_t serex__pool_stamp_thread(void);
+/* Hand-back order of two task records: by thread, then by its count. */
+int serex__pool_stamp_cmp(const void *a, const void *b);
+
+/* The calling thread's last stamp; 0: no number yet. */
+extern SEREX__THREAD_LOCAL uint64_t serex__pool_stamp_last;
+
+static inline bool serex__pool_shard_nonempty(struct inject *q)
+{
+    /* seq_cst (both): the re-check half of the park handshake
+     * (pool_idle.c's essay) */
+    return atomic_load_explicit(&q->tail, memory_order_seq_cst) !=
+           atomic_load_explicit(&q->head, memory_order_seq_cst);
+}
+
+static inline bool serex__pool_queue_nonempty(struct pool *p)
+{
+    for (unsigned i = 0; i < p->ninj; i++)
+        if (serex__pool_shard_nonempty(&p->inj[i]))
+            return true;
+    return false;
+}
+
+/* Appends @n tasks to shard @q. Under put_lock. RING_NEED_ROOM: see
+ * ring_spare. */
+static inline int serex__pool_ring_push(struct pool *p, struct inject *q,
+                                        const struct serex__task_rec *r,
+                                        unsigned n, struct ring_spare *sp)
+{
+    uint64_t t = q->put_tail, used = t - q->head_seen;
+
+    if (serex__unlikely(used + n > q->mask + 1 ||
+                        (p->capacity != 0 && used + n > p->capacity))) {
+        int rc = serex__pool_ring_make_room(p, q, n, sp);
+
+        if (rc != SEREX_OK)
+            return rc;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        q->ring[(t + i) & q->mask] = r[i];
+        if (!p->batching) /* one shard: its index is the order */
+            q->ring[(t + i) & q->mask].stamp = t + i;
+    }
+    q->put_tail = t + n;
+    /*
+     * seq_cst: the publishing half of the park handshake (pool_idle.c's
+     * essay): ordered before the producer's loads of spinning and
+     * sleepers. Its release half makes the slots written above visible
+     * to the worker that reads this tail with acquire.
+     */
+    atomic_store_explicit(&q->tail, t + n, memory_order_seq_cst);
+    return SEREX_OK;
+}
+
+static inline uint64_t serex__pool_stamp_next(void)
+{
+    uint64_t s = serex__pool_stamp_last;
+
+    if (serex__unlikely(s == 0))
+        s = serex__pool_stamp_thread();
+    s = (s & ~STAMP_SEQ_MASK) | ((s + 1) & STAMP_SEQ_MASK);
+    if ((s & STAMP_SEQ_MASK) == 0) /* 0 means "no number yet" */
+        s++;
+    serex__pool_stamp_last = s;
+    return s;
+}
+
+static inline struct inject *serex__pool_stamp_shard(struct pool *p,
+                                                     uint64_t stamp)
+{
+    return &p->inj[(unsigned)(stamp >> STAMP_SEQ_BITS) & (p->ninj - 1)];
+}
+
+/* --- pool_local.c: run queues, next-task slots, stealing --- */
+/* (The local push is a static inline below: pool_execute runs it for
+ * every task a worker submits, and out of line it cost a call and a
+ * frame, about 20 instructions a task.) */
+
+/* A task in some worker's run queue? */
+bool serex__pool_batches_nonempty(struct pool *p);
+/* A task in some worker's next-task slot? */
+bool serex__pool_nexts_nonempty(struct pool *p);
+/* The spinner's look: a next-task slot that waited long enough? */
+bool serex__pool_next_ripe(struct pool *p, struct slot *me);
+/* Takes a task for @me (NORMAL only); *more: it took more than one. */
+bool serex__pool_take(struct pool *p, struct slot *me,
+                      struct serex__task_rec *out, bool *more);
+/* @me's run queue is full: its older half to the shared queue, then
+ * @r behind the rest (SEREX_ENOMEM: no room made). Cold. */
+int serex__pool_runq_overflow(struct pool *p, struct slot *me,
+                              const struct serex__task_rec *r);
+
+/* The calling thread's slot, if it is a worker of a fixed, unbounded
+ * pool (set by the worker loop, around its tasks). */
+extern SEREX__THREAD_LOCAL struct slot *serex__pool_self_slot;
+
+static inline struct slot *serex__pool_self(void)
+{
+    return serex__pool_self_slot;
+}
+
+/*
+ * The local push: a task that one of the pool's own workers submits goes
+ * to that worker's next-task slot (the task there before moves to the back
+ * of its run queue), or, for a yield (a serial or lane giving its thread
+ * back after its batch: promise 4), to the back of its run queue. A full
+ * run queue sends its older half to the shared queue first
+ * (serex__pool_runq_overflow). It marks `moving` around the push, as a
+ * steal does: shutdown_now then never claims the queues while a push is
+ * half done, and a push that sees STOP (or SHUTDOWN) says
+ * SEREX_EREJECTED without queuing.
+ */
+static inline int serex__pool_push_local(struct pool *p, struct slot *me,
+                                         serex_fn fn, void *arg)
+{
+    struct serex__task_rec r = {fn, arg, serex__pool_stamp_next()}, old;
+    int rc = SEREX_OK;
+
+    /* seq_cst (both): as in pool_steal (pool_local.c) */
+    atomic_store_explicit(&me->moving, 1, memory_order_seq_cst);
+    if (serex__unlikely(atomic_load_explicit(&p->state, memory_order_seq_cst) &
+                        ST_SHUTDOWN)) {
+        rc = SEREX_EREJECTED;
+    } else if (serex__unlikely(serex__yield_requested())) {
+        if (!serex__runq_push(&me->q, &r))
+            rc = serex__pool_runq_overflow(p, me, &r);
+    } else {
+        /* the slot's task moves behind the run queue (a thief may have
+         * taken it meanwhile: then the slot is free) */
+        if (!serex__next_free(&me->next) &&
+            serex__next_take(&me->next, &old, NULL) &&
+            !serex__runq_push(&me->q, &old) &&
+            serex__pool_runq_overflow(p, me, &old) != SEREX_OK) {
+            rc = SEREX_ENOMEM; /* no room for it: it stays, ours goes */
+            r = old;
+        }
+        serex__next_put(&me->next, &r);
+    }
+    /* release: our queues before shutdown_now's acquire load */
+    atomic_store_explicit(&me->moving, 0, memory_order_release);
+    /* relaxed (both): counts written by this worker only */
+    if (rc == SEREX_OK)
+        atomic_store_explicit(
+            &me->pushed,
+            atomic_load_explicit(&me->pushed, memory_order_relaxed) + 1,
+            memory_order_relaxed);
+    else
+        atomic_store_explicit(
+            &me->refused,
+            atomic_load_explicit(&me->refused, memory_order_relaxed) + 1,
+            memory_order_relaxed);
+    return rc;
+}
+
+/* --- pool_idle.c: idle workers and their wake-up --- */
+
+/* Work anywhere (the idle re-check of the park handshake); a next-task
+ * slot's counts for the spinner, or while no one spins. */
+bool serex__pool_has_work(struct pool *p, bool spinner);
+/* The wake-up serex__pool_wake_need decided (WAKE_NONE: nothing). */
+void serex__pool_wake(struct pool *p, enum wake_need w);
+/* The queue looked empty: spin, park, or leave. */
+enum idle_result serex__pool_worker_idle(struct pool *p, struct slot *s);
+
+/* After a push: what it takes for some worker to look at the queue. */
+static inline enum wake_need serex__pool_wake_need(struct pool *p)
+{
+    /* seq_cst (both): the load half of the park handshake (pool_idle.c's
+     * essay) */
+    if (atomic_load_explicit(&p->spinning, memory_order_seq_cst) != 0)
+        return WAKE_NONE;
+    if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) != 0)
+        return WAKE_ONE;
+    /* relaxed: a hint; the grow re-checks under mu */
+    if (p->max > p->core &&
+        atomic_load_explicit(&p->live, memory_order_relaxed) < p->max)
+        return WAKE_GROW;
+    return WAKE_NONE;
+}
+
+/* A worker's push (a batch it took, a local push): the worker keeps the
+ * pool alive, so no hold is taken. */
+static inline void serex__pool_signal_work(struct pool *p)
+{
+    enum wake_need w = serex__pool_wake_need(p);
+
+    if (w != WAKE_NONE) /* the busy path makes no call */
+        serex__pool_wake(p, w);
+}
+
+/* --- pool_level.c: the priority levels HIGH and LOW, and their faces --- */
+
+/* Appends a task to level @lv. Under its lock. RING_NEED_ROOM: see
+ * ring_spare. */
+int serex__pool_level_push(struct pool *p, struct level *lv, serex_fn fn,
+                           void *arg, struct ring_spare *sp);
+/* Takes level @lv's oldest task into *out; *more: others wait. */
+bool serex__pool_level_pop(struct pool *p, struct level *lv,
+                           struct serex__task_rec *out, bool *more);
+/* A task in HIGH or LOW? (seq_cst: the park re-check) */
+bool serex__pool_levels_nonempty(struct pool *p);
+/* Shut down: HIGH and LOW empty, and no push to them can come. */
+bool serex__pool_levels_drained(struct pool *p);
+/* shutdown_now: takes every task of a level. */
+void serex__pool_level_claim(struct level *lv, struct level_claim *c);
+/* Hands back what serex__pool_level_claim took, in order, and frees it. */
+size_t serex__pool_level_hand_back(struct level_claim *c,
+                                   serex_pending_fn on_pending, void *ctx);
+/* At create: each level's face, bound to @p. */
+void serex__pool_levels_init(struct pool *p);
+
+/* Takes a task by priority: HIGH, else NORMAL, else LOW. Inlined into
+ * the worker loop, which runs it for every task once levels are on. */
+static inline bool serex__pool_take_levels(struct pool *p, struct slot *me,
+                                           struct serex__task_rec *out,
+                                           bool *more)
+{
+    return serex__pool_level_pop(p, &p->lv[LV_HIGH], out, more) ||
+           serex__pool_take(p, me, out, more) ||
+           serex__pool_level_pop(p, &p->lv[LV_LOW], out, more);
+}
+
+/* --- pool.c: the worker loop and the executor --- */
+
+struct serex__exec_class;
+
+/* The worker loop, a thread's body. */
+int serex__pool_worker_main(void *arg);
+/* The pool's class (its ops, stats, destroy): the faces pass to it. */
+extern const struct serex__exec_class serex__pool_class;
+/* A face's execute: a push onto level @lv, and the wake-up it owes. */
+int serex__pool_push_level(struct level *lv, serex_fn fn, void *arg);
+
+/* --- pool_thread.c: each worker thread's life --- */
 
 /*
  * pool_thread.c: the life of the pool's threads (the essay is there).
