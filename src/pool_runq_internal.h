@@ -20,18 +20,18 @@
  * reads of that record happen before the owner's write.
  * The owner publishes `tail` seq_cst: its release half makes the record
  * visible to takers that load tail with acquire, and its seq_cst half is
- * the publishing side of the pool's park handshake (pool.c's essay).
+ * the publishing side of the pool's park handshake (pool_idle.c's essay).
  *
  * --- The next-task slot (Tokio's LIFO slot, Go's runnext) ---
  * The same protocol on a ring of one: full when tail != head. The owner
  * puts a task there only when it is empty, and takes it (CAS on head)
  * to move it behind the run queue when a newer task comes. A thief takes
  * it with the same CAS, so who runs it is decided once. The pool decides
- * when a thief may (pool.c: a slot is stolen only once it has waited
+ * when a thief may (pool_local.c: a slot is stolen only once it has waited
  * SLOT_STEAL_NS while its owner was busy).
  *
  * Every record carries a stamp: the submitting thread's number and its
- * count of submissions (pool.c), by which shutdown_now hands back each
+ * count of submissions (pool_inject.c), by which shutdown_now hands back each
  * thread's tasks in the order that thread submitted them.
  */
 #ifndef SEREX_POOL_RUNQ_INTERNAL_H
@@ -97,7 +97,7 @@ static inline struct serex__runq_slot *serex__runq_at(struct serex__runq *q,
 }
 
 /* Empty? Anyone. seq_cst (both): the re-check half of the park
- * handshake (pool.c's essay). */
+ * handshake (pool_idle.c's essay). */
 static inline bool serex__runq_empty(struct serex__runq *q)
 {
     return atomic_load_explicit(&q->head, memory_order_seq_cst) ==
@@ -132,7 +132,7 @@ static inline void serex__runq_publish(struct serex__runq *q, unsigned n)
     uint64_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
 
     /* seq_cst: makes the records visible to takers (release) and is the
-     * publishing half of the park handshake (pool.c's essay) */
+     * publishing half of the park handshake (pool_idle.c's essay) */
     atomic_store_explicit(&q->tail, t + n, memory_order_seq_cst);
 }
 

@@ -41,7 +41,7 @@
  * retired waited for a busy worker, and tasks that wait on each other
  * deadlocked (tests/test_pool_life.c).
  *
- * Parking and the keep-alive: a parked worker waits for a token (pool.c's
+ * Parking and the keep-alive: a parked worker waits for a token (pool_idle.c's
  * park handshake) with, on an elastic pool, a deadline keep_alive_ns
  * away. At the deadline it retires if `live` is above the core count;
  * else it is a core thread for now, and the deadline moves keep_alive_ns
@@ -176,7 +176,7 @@ static bool thread_retire(struct pool *p, struct slot *s)
 }
 
 /*
- * The park handshake's waiting half (pool.c's essay): under mu,
+ * The park handshake's waiting half (pool_idle.c's essay): under mu,
  * sleepers + wakeups is the number of workers in here: a waker turns a
  * sleeper into a token, and whoever leaves takes a token if there is one
  * (its wake-up is then served by this worker's look at the queue), else
@@ -191,7 +191,7 @@ bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
     int64_t deadline = elastic ? serex__deadline(p->keep_alive_ns) : INT64_MAX;
 
     serex__mutex_lock(&p->mu);
-    /* seq_cst: announce before the re-check below (pool.c's essay) */
+    /* seq_cst: announce before the re-check below (pool_idle.c's essay) */
     atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
     if (spinner) /* seq_cst: after the announcement, before the re-check */
         atomic_store_explicit(&p->spinning, 0, memory_order_seq_cst);
@@ -216,7 +216,7 @@ bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
         p->wakeups--;
         *handed = p->spin_handed;
         p->spin_handed = false;
-    } else /* relaxed: under mu (see pool.c's pool_wake_one) */
+    } else /* relaxed: under mu (see pool_idle.c's pool_wake_one) */
         atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
     serex__mutex_unlock(&p->mu);
     return keep;

@@ -1,5 +1,5 @@
 /*
- * pool_park.pml - the pool's park handshake (src/pool.c, "Parking" in its
+ * pool_park.pml - the pool's park handshake (src/pool_idle.c, "Parking" in its
  * essay), with the hand-over of the spinner's flag to a woken worker.
  *
  * Processes: NPROD producers, each making NTASK calls to pool_execute

@@ -1,6 +1,6 @@
 /*
  * pool_runq.pml - a pool worker's run queue and next-task slot
- * (src/pool_runq_internal.h) as src/pool.c uses them: the owner's local
+ * (src/pool_runq_internal.h) as src/pool_local.c and src/pool.c use them: the owner's local
  * push (pool_push_local, runq_overflow), its pop (pool_take), a thief's
  * steal (pool_steal: serex__runq_steal, then the delayed steal of the
  * slot, next_look) and shutdown_now's claim (pool_shutdown_now,
