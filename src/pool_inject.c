@@ -252,8 +252,13 @@ static void shard_try_shrink(struct pool *p, struct inject *q)
 {
     struct serex__task_rec *small;
 
-    /* relaxed: a hint; everything is re-checked under both locks */
-    if (!atomic_load_explicit(&q->ring_grown, memory_order_relaxed))
+    /* relaxed (all): hints; everything is re-checked under both locks.
+     * A shard still in use is left alone before any allocation or lock:
+     * every idle worker comes here after every park, and a busy pool
+     * with 16 shards paid an allocation and two locks per grown shard */
+    if (!atomic_load_explicit(&q->ring_grown, memory_order_relaxed) ||
+        atomic_load_explicit(&q->tail, memory_order_relaxed) !=
+            atomic_load_explicit(&q->head, memory_order_relaxed))
         return;
     small = serex__pool_ring_alloc(RING_MIN);
     if (small == NULL)

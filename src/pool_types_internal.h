@@ -38,7 +38,9 @@
 #define RING_MIN SEREX__POOL_RING_MIN  /* slots; 16 KiB, power of two */
 #define REFILL_MAX (SEREX__RUNQ_CAP / 2) /* tasks a worker takes at once */
 #define NEXT_RUN 3u /* next-slot tasks a worker runs in a row, at most */
+#ifndef SLOT_STEAL_NS /* a build may say, to measure the choice */
 #define SLOT_STEAL_NS INT64_C(20000) /* a slot task's wait before a steal */
+#endif
 #define DEFAULT_KEEP_ALIVE_NS (60 * SEREX__NS_PER_S)
 #define NAME_MAX_LEN 15                /* what Linux keeps of a thread name */
 #define LEVEL_RING_MIN 32u /* an extra level's first ring; power of two */
