@@ -39,7 +39,8 @@
  *   PENDING  in its shard's wheel. Enters and leaves only under the shard
  *            lock, so whoever holds the lock and sees PENDING may unlink.
  *   QUEUED   taken out of the wheel by the timer thread (under the lock)
- *            and handed, or about to be handed, to its target.
+ *            and put in its target's batch for this fire, which is
+ *            handed, or about to be handed, to the target (below).
  *   RUNNING  its run has started (QUEUED -> RUNNING, a CAS by the run).
  *   STOPPED  cancelled (or taken by shutdown_now) while QUEUED or RUNNING:
  *            whoever holds the run finishes it without running again.
@@ -71,6 +72,76 @@
  * queued or running one when its run or re-arm sees SHUT. Cancel of a
  * periodic timer once SHUT is set still stops it by CAS (so no run starts
  * after it returns) but says false: shutdown had ended it.
+ *
+ * --- Batches: one task per target per fire ---
+ * A fire (sched_fire: the timer thread's, or an advance's) hands what
+ * came due to the targets as batches: the due runs of one target, in due
+ * order (ties in schedule order: the wheel's order, kept), are linked into
+ * one chain and queued on the target as ONE task, so a fire costs a
+ * target one push and at most one wake-up however many of its timers came
+ * due (with 200 due onto one pool, 200 pushes and their wake-ups before).
+ * The batch is intrusive: its first record's `op` (overlaying the wheel
+ * link `next`) is the task, and each record's `batch_next` (overlaying
+ * `pprev`) is the chain; both are unused while a timer is out of the
+ * wheel, so a batch allocates nothing and a timer grows by no byte. The
+ * grouping is a table on the firing thread's stack (batcher: the targets
+ * in the order their first run came due, hashed by address), and the
+ * batches go out in that order once the fire's runs are all grouped. A
+ * fire with more than BATCH_TARGETS (64) distinct targets hands each run
+ * on a target beyond those out alone, at once, as before batches: such a
+ * target never gets into the table during that fire, so its runs still
+ * go in due order, and the targets in the table keep their one batch. The
+ * timer thread's own runs (target NULL) are a batch too, run in place at
+ * its turn. A batch of one is a lone run as before.
+ *
+ * States of a run, and how they map on the state machine above:
+ *   due        PENDING: in its shard's wheel.
+ *   batched    QUEUED: collected under the shard lock (PENDING -> QUEUED,
+ *              exactly once), linked into its target's batch, the batch
+ *              handed to the target (or about to be).
+ *   running    RUNNING: the batch reached it, and its CAS QUEUED ->
+ *              RUNNING won.
+ *   cancelled  STOPPED: cancel's CAS QUEUED -> STOPPED won; the batch
+ *              skips it when it gets there (and settles it: DONE, freed
+ *              unless a handle is held).
+ * Who wins, cancel or the batch: the batch starting decides nothing for
+ * its runs. Each run is decided on its own tag word, by the same two CASes
+ * as a lone run's (QUEUED -> RUNNING by the batch when it reaches the run,
+ * QUEUED -> STOPPED by cancel), so cancel of a run inside a batch that was
+ * handed over and has not reached it behaves as cancel of a lone run
+ * handed over and not started: true, the run is skipped, and its record
+ * is freed when the batch passes it (as a lone run's was when its task
+ * came). The race is decided by those CASes, not under a lock (settle's
+ * shard lock comes after), so tests/model/sched_batch.pml checks cancels
+ * and handle releases racing a batch that runs, is handed back, or is
+ * refused, and the next fire re-filing a periodic run of it.
+ * Why nothing is lost or run twice: a run enters one batch (the
+ * PENDING -> QUEUED change is made once, under the shard lock, by the one
+ * firing thread), and a batch has one owner at a time: the firing thread
+ * until the submission returns, then, if it was accepted, the target,
+ * which runs it (timer_run) or hands it back or drops it
+ * (timer_run_dropped), once, as it does any task. Only the owner settles
+ * a QUEUED or STOPPED record (cancel only CASes its state, release frees
+ * only a DONE one), so every record of the chain stays alive and linked
+ * until the owner walks to it; the owner reads a record's link, and
+ * clears it (serex__wheel_add wants `pprev` NULL), before it runs,
+ * re-arms or settles that record, which may free it or file it anew.
+ * Each record is passed once, so each run ends exactly once: run, skipped,
+ * re-armed (periodic), refused, or handed back.
+ * A refused batch (EFULL, ENOMEM, EREJECTED) was one submission, so its
+ * owner is still the dispatcher: it walks the chain and treats each run
+ * as a refused lone run, in order (counted in `rejected` one by one; a
+ * one-shot's task to on_rejected; a periodic one missed or ended by
+ * policy). A batch taken back (a target's shutdown_now) or dropped ends
+ * each run in order as a lone run taken back: settled, a one-shot's task
+ * passed to on_pending unless cancel stopped it (promise 2a).
+ * The life word (below) counts a batch as one holder. What a target sees
+ * changes: a batch is one of its tasks (its shutdown_now counts a batch
+ * as one task taken back), and once a batch has started, the runs left in
+ * it have started as far as the target is concerned: a shutdown_now of
+ * the target meanwhile does not take them back (they run, unless
+ * cancelled). A pool runs one fire's runs for one target on one worker,
+ * one after another: the price of one push and one wake-up.
  *
  * --- The timer thread: tickless sleep, lost-wake-up-proof ---
  * The thread advances every shard to now, hands out what is due (merged in
@@ -146,8 +217,8 @@
  * counted in the life word (life_internal.h; seq_cst on both sides).
  * No entry word: schedule checks SHUT under the shard lock shutdown
  * passes, so no call is ever in flight past it.
- * The life word's holders are the runs handed to targets (taken by the
- * dispatcher, given back by the run's end, run_out, or at once by a
+ * The life word's holders are the batches handed to targets (taken by
+ * the dispatcher, given back by the batch's end, run_out, or at once by a
  * refusal). destroy joins the thread (it leaves once SHUT and every wheel
  * is empty, so after the last one-shot came due), then waits as
  * await_termination does for every run out to end, so that a caller may
@@ -159,6 +230,8 @@
  * and run_out, or a stranded one that comes after all, never touches
  * freed memory.
  */
+
+#include <string.h> /* memset: the batcher's hash */
 
 #include "alloc_internal.h"
 #include "await_internal.h"
@@ -211,10 +284,16 @@ struct serex_timer {
     union {
         /* key: the due time; tag: seq | flags | state */
         struct serex__wtimer w;
-        /* QUEUED and RUNNING: the run is queued on its target as this op.
-         * It overlays the wheel link `next`, unused out of the wheel, so
-         * the run's header costs no byte (op_internal.h). */
-        struct serex__op op;
+        /* QUEUED and RUNNING: the run is in a batch (see the essay). The
+         * batch's first record is queued on the target as its op, which
+         * overlays the wheel link `next`; every record links to the next
+         * run of its batch through `batch_next`, which overlays `pprev`.
+         * Both are unused out of the wheel, so a batch costs no byte
+         * (op_internal.h). */
+        struct {
+            struct serex__op op;
+            struct serex_timer *batch_next; /* NULL: the batch's last */
+        };
     };
     serex_fn fn;
     void *arg;
@@ -225,7 +304,14 @@ _Static_assert(offsetof(struct serex_timer, op) ==
                        offsetof(struct serex_timer, w.next) &&
                    sizeof(struct serex__op) ==
                        sizeof(((struct serex__wtimer *)0)->next),
-               "the run's op overlays the wheel link only");
+               "the run's op overlays the wheel link `next` only");
+_Static_assert(offsetof(struct serex_timer, batch_next) ==
+                       offsetof(struct serex_timer, w.pprev) &&
+                   sizeof(struct serex_timer *) ==
+                       sizeof(((struct serex__wtimer *)0)->pprev),
+               "the batch link overlays the wheel link `pprev` only");
+_Static_assert(sizeof(struct serex_timer) <= 64,
+               "a one-shot timer is 64 bytes or less (56 on LP64)");
 
 struct periodic {
     struct serex_timer t;
@@ -1071,32 +1157,63 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t)
         sched_settle(s, t);
 }
 
-/* A run handed to a target: the target runs it. */
+/*
+ * Takes @t's link to the next run of its batch, and clears it (a periodic
+ * timer re-armed goes back into a wheel, which wants `pprev` NULL). Called
+ * by the batch's owner before it runs, re-arms or settles @t, any of which
+ * may free the record or file it anew.
+ */
+static struct serex_timer *batch_take_next(struct serex_timer *t)
+{
+    struct serex_timer *next = t->batch_next;
+
+    t->batch_next = NULL;
+    return next;
+}
+
+/* Runs (or skips) each run of the batch that begins at @t, in order. */
+static void batch_run(struct serex_scheduler *s, struct serex_timer *t)
+{
+    while (t != NULL) {
+        struct serex_timer *next = batch_take_next(t);
+
+        run_timer(s, t);
+        t = next;
+    }
+}
+
+/* A batch handed to a target: the target runs it. */
 static void timer_run(struct serex__op *op)
 {
     struct serex_timer *t = serex__container_of(op, struct serex_timer, op);
     struct serex_scheduler *s = timer_shard(t)->s;
 
-    run_timer(s, t);
+    batch_run(s, t);
     run_out(s);
 }
 
-/* A run its target took back or dropped: the timer ends. */
+/* A batch its target took back or dropped: each of its timers ends, in
+ * order, as a lone run taken back did. */
 static void timer_run_dropped(struct serex__op *op,
                               serex_pending_fn on_pending, void *ctx)
 {
     struct serex_timer *t = serex__container_of(op, struct serex_timer, op);
     struct serex_scheduler *s = timer_shard(t)->s;
-    serex_fn fn = t->fn;
-    void *targ = t->arg;
-    /* relaxed: our own flag */
-    uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
 
-    /* A one-shot run its target took back: the user's task goes to
-     * on_pending in its place (unless cancel stopped it); a periodic
-     * timer ends. */
-    if (sched_settle(s, t) == ST_QUEUED && !(v & F_PERIODIC))
-        serex__hand_back(fn, targ, on_pending, ctx);
+    while (t != NULL) {
+        struct serex_timer *next = batch_take_next(t);
+        serex_fn fn = t->fn;
+        void *targ = t->arg;
+        /* relaxed: our own flag */
+        uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+
+        /* A one-shot run its target took back: the user's task goes to
+         * on_pending in its place (unless cancel stopped it); a periodic
+         * timer ends. */
+        if (sched_settle(s, t) == ST_QUEUED && !(v & F_PERIODIC))
+            serex__hand_back(fn, targ, on_pending, ctx);
+        t = next;
+    }
     run_out(s);
 }
 
@@ -1108,33 +1225,16 @@ static void run_out(struct serex_scheduler *s)
         free_scheduler(s);
 }
 
-/* Hands @t (QUEUED) to its target, or runs it here. */
-static void sched_dispatch(struct serex_scheduler *s, struct serex_timer *t)
+/* @t's run (QUEUED), in a batch its target refused with @rc: what a lone
+ * run refused met. */
+static void run_refused(struct serex_scheduler *s, struct serex_timer *t,
+                        int rc)
 {
-    serex_executor *target = t->target;
     serex_fn fn = t->fn;
     void *arg = t->arg;
     /* relaxed: our own flags, immutable */
     uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
-    bool last;
-    int rc;
 
-    if (target == NULL) {
-        run_timer(s, t);
-        return;
-    }
-    /* The run holds the scheduler until it ends (run_out): destroy waits
-     * for it, or, if it can never come, detaches and leaves it the free.
-     * Held while we are inside: the timer thread (destroy joins it first)
-     * or an advance (which destroy must not race). */
-    serex__life_hold(&s->life);
-    t->op.cls = &timer_run_class; /* out of the wheel: `next` is free */
-    rc = serex__op_submit(target, &t->op);
-    if (rc == SEREX_OK)
-        return; /* t may be gone already */
-    last = serex__life_release(&s->life);
-    SEREX_ASSERT(!last); /* not detached: see above */
-    (void)last;
     /* A periodic timer whose target was full goes on, this run missed
      * (SEREX_REFUSED_MISS); a target shut down never takes a run again. */
     if ((v & F_PERIODIC) && rc != SEREX_EREJECTED &&
@@ -1149,6 +1249,121 @@ static void sched_dispatch(struct serex_scheduler *s, struct serex_timer *t)
         if (s->on_rejected != NULL)
             s->on_rejected(fn, arg, s->on_rejected_ctx);
     }
+}
+
+/* Hands the batch that begins at @t (each run QUEUED) to @target as one
+ * task, or runs it here (target NULL). */
+static void batch_dispatch(struct serex_scheduler *s, serex_executor *target,
+                           struct serex_timer *t)
+{
+    bool last;
+    int rc;
+
+    if (target == NULL) {
+        batch_run(s, t);
+        return;
+    }
+    /* The batch holds the scheduler until it ends (run_out): destroy
+     * waits for it, or, if it can never come, detaches and leaves it the
+     * free. Held while we are inside: the timer thread (destroy joins it
+     * first) or an advance (which destroy must not race). */
+    serex__life_hold(&s->life);
+    t->op.cls = &timer_run_class; /* out of the wheel: `next` is free */
+    rc = serex__op_submit(target, &t->op);
+    if (rc == SEREX_OK)
+        return; /* the batch is the target's: t may be gone already */
+    last = serex__life_release(&s->life);
+    SEREX_ASSERT(!last); /* not detached: see above */
+    (void)last;
+    while (t != NULL) { /* still ours: each run refused, in order */
+        struct serex_timer *next = batch_take_next(t);
+
+        run_refused(s, t, rc);
+        t = next;
+    }
+}
+
+/*
+ * The batches of one fire being put together (see the essay): up to
+ * BATCH_TARGETS targets in the order their first run came due, found by a
+ * hash of their address (BATCH_HASH slots, each 0 or a batch's index + 1)
+ * or, first, as the target of the run before. On the firing thread's
+ * stack (about 1.7 KiB): no allocation.
+ */
+#define BATCH_TARGETS 64u
+#define BATCH_HASH_BITS 7u
+#define BATCH_HASH (1u << BATCH_HASH_BITS) /* at least twice BATCH_TARGETS */
+_Static_assert(BATCH_HASH >= 2 * BATCH_TARGETS && BATCH_TARGETS < 256,
+               "the hash stays at most half full; indexes fit a byte");
+
+struct batch {
+    serex_executor *target;
+    struct serex_timer *head, *tail;
+};
+
+struct batcher {
+    unsigned n;      /* batches in b */
+    unsigned recent; /* the batch the last run went to (if n > 0) */
+    uint8_t slot[BATCH_HASH];
+    struct batch b[BATCH_TARGETS];
+};
+
+static void batcher_reset(struct batcher *bt)
+{
+    bt->n = 0;
+    bt->recent = 0;
+    memset(bt->slot, 0, sizeof bt->slot);
+}
+
+static unsigned batch_hash(const serex_executor *target)
+{
+    /* Fibonacci hashing of the address: the top bits of the product */
+    uint64_t h = (uint64_t)(uintptr_t)target * UINT64_C(0x9e3779b97f4a7c15);
+
+    return (unsigned)(h >> (64u - BATCH_HASH_BITS));
+}
+
+/* Appends @t to its target's batch; false if that needs a new batch and
+ * the table is full (then @t is a batch of one: its link is cleared). */
+static bool batch_add(struct batcher *bt, struct serex_timer *t)
+{
+    serex_executor *target = t->target;
+    struct batch *b;
+    unsigned i;
+
+    t->batch_next = NULL;
+    if (bt->n > 0 && bt->b[bt->recent].target == target) {
+        b = &bt->b[bt->recent];
+    } else {
+        for (i = batch_hash(target);; i = (i + 1) & (BATCH_HASH - 1)) {
+            unsigned k = bt->slot[i];
+
+            if (k == 0) { /* not there: a new batch */
+                if (bt->n == BATCH_TARGETS)
+                    return false;
+                bt->slot[i] = (uint8_t)(bt->n + 1);
+                bt->recent = bt->n++;
+                b = &bt->b[bt->recent];
+                b->target = target;
+                b->head = b->tail = t;
+                return true;
+            }
+            if (bt->b[k - 1].target == target)
+                break;
+        }
+        bt->recent = bt->slot[i] - 1u;
+        b = &bt->b[bt->recent];
+    }
+    b->tail->batch_next = t;
+    b->tail = t;
+    return true;
+}
+
+/* Hands out every batch in @bt, in order. */
+static void batches_flush(struct serex_scheduler *s, struct batcher *bt)
+{
+    for (unsigned i = 0; i < bt->n; i++)
+        batch_dispatch(s, bt->b[i].target, bt->b[i].head);
 }
 
 /* Marks a list that came out of a wheel QUEUED (under its shard lock). */
@@ -1182,16 +1397,31 @@ static struct serex__wtimer *sched_collect(struct serex_scheduler *s,
     return due;
 }
 
-/* Hands out every timer due at @now; returns how many. */
+/*
+ * Hands out every timer due at @now, a batch per target; returns how
+ * many timers. The first BATCH_TARGETS distinct targets of the fire get
+ * a batch each, handed out once every run is in its batch; a run on a
+ * target beyond them is handed out alone at once, as every run was before
+ * batches (such a target is never in the table during this fire, so its
+ * runs still go in due order).
+ */
 static size_t sched_fire(struct serex_scheduler *s, int64_t now)
 {
     struct serex__wtimer *w = sched_collect(s, now), *next;
+    struct batcher bt;
     size_t n = 0;
 
+    if (w == NULL)
+        return 0;
+    batcher_reset(&bt);
     for (; w != NULL; w = next, n++) {
-        next = w->next; /* before the record is handed away */
-        sched_dispatch(s, serex__container_of(w, struct serex_timer, w));
+        struct serex_timer *t = serex__container_of(w, struct serex_timer, w);
+
+        next = w->next;         /* before batch_add reuses the links */
+        if (!batch_add(&bt, t)) /* a new target, and the table full */
+            batch_dispatch(s, t->target, t); /* a batch of one */
     }
+    batches_flush(s, &bt);
     return n;
 }
 

@@ -10,9 +10,13 @@
  * or takes back a run (a full one: a periodic timer's run missed, or its
  * end, by policy); shutdown and shutdown_now accounting; the executor
  * face; EDEADLK; destroy waiting for runs on targets (a pool, a manual
- * executor), and not for a run that cannot come; allocation failure; and
- * the threaded timer thread (never early, coalescing, custom clocks,
- * periodic runs never overlapping).
+ * executor), and not for a run that cannot come; allocation failure; the
+ * threaded timer thread (never early, coalescing, custom clocks, periodic
+ * runs never overlapping); and batches (issue 21: one task per target per
+ * fire, its runs in due order; more targets than the batcher holds;
+ * cancel inside a batch; a batch taken back, refused, or awaiting its
+ * scheduler from inside; a pool's shutdown_now taking batches back while
+ * cancels race).
  */
 #include "test_util.h"
 
@@ -20,6 +24,7 @@
 #include <string.h>
 
 #include "scheduler_internal.h" /* the coalescing window */
+#include "test_wrap_executor.h" /* a target that counts its executes */
 
 #define US INT64_C(1000)
 
@@ -756,7 +761,7 @@ static void cancel_in_every_state(void **state)
     assert_int_equal(serex_scheduler_advance(s, 1 * MS), SEREX_OK);
     /* handed to its target, not started: the run is skipped */
     assert_true(serex_timer_cancel(queued));
-    assert_int_equal(test_run_all(f->manual), 2);
+    assert_int_equal(test_run_all(f->manual), 1); /* one batch: both runs */
     assert_int_equal(nlog(f), 1);
     assert_int_equal(f->log[0], 3);
     /* done: too late */
@@ -1099,12 +1104,394 @@ static void target_shutdown_now_hands_back_the_users_task(void **state)
                      SEREX_OK);
     assert_int_equal(serex_scheduler_advance(s, MS), SEREX_OK);
     assert_int_equal(serex_scheduler_pending(s), 2);
-    assert_int_equal(serex_shutdown_now(f->manual, test_pending_cb, &tp), 2);
+    /* both came due in one fire: one task, a batch of the two runs */
+    assert_int_equal(serex_shutdown_now(f->manual, test_pending_cb, &tp), 1);
     assert_int_equal(tp.n, 1); /* the one-shot; the periodic one ended */
     assert_ptr_equal(fns[0], log_task);
     assert_ptr_equal(args[0], &f->ids[5]);
     assert_int_equal(serex_scheduler_pending(s), 0);
     assert_int_equal(nlog(f), 0);
+}
+
+/*
+ * --- batches (issue 21): one task per target per fire ---
+ * The due runs of one fire go to each target as one task that runs them
+ * in due order (the essay in src/scheduler.c). The target here counts its
+ * executes and passes them to the manual executor behind it, or refuses
+ * them with `refuse`.
+ */
+struct counting {
+    struct test_wrap w; /* first: the executor */
+    atomic_int calls;
+    int refuse; /* 0: pass on; else the status to refuse with */
+};
+
+/* Counted once the task is queued (the timer thread's test waits for
+ * the count, then runs the queue). */
+static int counting_execute(struct test_wrap *w, serex_fn fn, void *arg)
+{
+    struct counting *c = (struct counting *)(void *)w;
+    int rc = c->refuse != 0 ? c->refuse : serex_execute(w->inner, fn, arg);
+
+    atomic_fetch_add(&c->calls, 1);
+    return rc;
+}
+
+static serex_executor *counting_init(struct counting *c, serex_executor *inner)
+{
+    memset(c, 0, sizeof *c);
+    test_wrap_init(&c->w, inner, counting_execute);
+    return &c->w.base;
+}
+
+/* 100 timers due at once onto one target: one execute, the 100 runs in
+ * schedule order (ties), a periodic one among them; the next fire is
+ * another task. */
+static void batch_one_task_per_target_per_fire_in_order(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    struct counting c;
+    serex_executor *w;
+    serex_timer *p;
+    serex_stats st;
+    size_t k = 0;
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    w = counting_init(&c, f->manual);
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(
+            serex_schedule(s, w, 5 * MS, log_task, &f->ids[i], NULL), SEREX_OK);
+        if (i == 49) /* the 51st of the fire: due 5, 7, 9 ... ms */
+            assert_int_equal(serex_schedule_fixed_rate(s, w, 5 * MS, 2 * MS,
+                                                       log_task, &f->ids[1000],
+                                                       &p),
+                             SEREX_OK);
+    }
+    for (int i = 100; i < 103; i++)
+        assert_int_equal(
+            serex_schedule(s, w, 7 * MS, log_task, &f->ids[i], NULL), SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 5 * MS), SEREX_OK);
+    assert_int_equal(atomic_load(&c.calls), 1);
+    assert_int_equal(serex_scheduler_pending(s), 104);
+    assert_int_equal(nlog(f), 0);
+    assert_int_equal(test_run_all(f->manual), 1);
+    assert_int_equal(nlog(f), 101);
+    for (int i = 0; i < 100; i++, k++) {
+        if (i == 50) /* scheduled between the 50th and the 51st */
+            assert_int_equal(f->log[k++], 1000);
+        assert_int_equal(f->log[k], i);
+        assert_int_equal(f->at[k], 5 * MS);
+    }
+    assert_int_equal(serex_scheduler_pending(s), 4); /* 3, and p re-armed */
+    /* at 7 ms: the three, then p (re-armed after they were scheduled) */
+    assert_int_equal(serex_scheduler_advance(s, 2 * MS), SEREX_OK);
+    assert_int_equal(atomic_load(&c.calls), 2);
+    assert_int_equal(test_run_all(f->manual), 1);
+    assert_int_equal(nlog(f), 105);
+    assert_int_equal(f->log[101], 100);
+    assert_int_equal(f->log[102], 101);
+    assert_int_equal(f->log[103], 102);
+    assert_int_equal(f->log[104], 1000);
+    assert_true(serex_timer_cancel(p));
+    serex_timer_release(p);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    /* the scheduler's counts are of timers, as before */
+    memset(&st, 0, sizeof st);
+    assert_int_equal(serex_executor_stats(serex_scheduler_executor(s), &st),
+                     SEREX_OK);
+    assert_int_equal(st.submitted, 104);
+    assert_int_equal(st.completed, 104);
+    assert_int_equal(st.pending_timers, 0);
+}
+
+/* Two targets and the timer thread, interleaved in one fire: one task
+ * each, in the order their first run came due; each in due order; the
+ * timer thread's runs in place, during the advance. */
+static void batch_per_target_two_targets_and_the_timer_thread(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    struct counting c1, c2;
+    serex_executor *w1, *w2;
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    w1 = counting_init(&c1, f->manual);
+    w2 = counting_init(&c2, f->manual);
+    for (int i = 0; i < 30; i++)
+        assert_int_equal(serex_schedule(s,
+                                        i % 3 == 0   ? w1
+                                        : i % 3 == 1 ? w2
+                                                     : NULL,
+                                        5 * MS, log_task, &f->ids[i], NULL),
+                         SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 5 * MS), SEREX_OK);
+    assert_int_equal(atomic_load(&c1.calls), 1);
+    assert_int_equal(atomic_load(&c2.calls), 1);
+    assert_int_equal(nlog(f), 10); /* the timer thread's, in place */
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(f->log[i], 3 * i + 2);
+    assert_int_equal(test_run_all(f->manual), 2);
+    assert_int_equal(nlog(f), 30);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(f->log[10 + i], 3 * i);     /* w1's batch */
+        assert_int_equal(f->log[20 + i], 3 * i + 1); /* then w2's */
+    }
+    assert_int_equal(serex_scheduler_pending(s), 0);
+}
+
+/* More distinct targets in one fire than the batcher holds (64, in
+ * src/scheduler.c): the first 64 get a batch each; a run on a target
+ * beyond them is handed out alone, as before batches. Each target's runs
+ * still run once each, in due order. */
+#define BATCH_TARGETS_HELD 64
+#define BATCH_MANY (BATCH_TARGETS_HELD + 6)
+
+static void batch_more_targets_than_the_table(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    struct counting *c = calloc(BATCH_MANY, sizeof *c);
+    int first[BATCH_MANY], second[BATCH_MANY];
+
+    assert_non_null(c);
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    for (int k = 0; k < BATCH_MANY; k++)
+        counting_init(&c[k], f->manual);
+    for (int r = 0; r < 2; r++) /* interleaved: each target's 2 runs */
+        for (int k = 0; k < BATCH_MANY; k++)
+            assert_int_equal(serex_schedule(s, &c[k].w.base, 5 * MS, log_task,
+                                            &f->ids[r * BATCH_MANY + k], NULL),
+                             SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 5 * MS), SEREX_OK);
+    for (int k = 0; k < BATCH_MANY; k++)
+        assert_int_equal(atomic_load(&c[k].calls),
+                         k < BATCH_TARGETS_HELD ? 1 : 2);
+    assert_int_equal(test_run_all(f->manual), BATCH_TARGETS_HELD + 12);
+    assert_int_equal(nlog(f), 2 * BATCH_MANY);
+    for (int k = 0; k < BATCH_MANY; k++)
+        first[k] = second[k] = -1;
+    for (int i = 0; i < 2 * BATCH_MANY; i++) {
+        int id = f->log[i], k = id % BATCH_MANY;
+
+        if (id < BATCH_MANY) {
+            assert_int_equal(first[k], -1);
+            first[k] = i;
+        } else {
+            assert_int_equal(second[k], -1);
+            second[k] = i;
+        }
+    }
+    for (int k = 0; k < BATCH_MANY; k++) /* each target in due order */
+        assert_true(first[k] >= 0 && second[k] > first[k]);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    free(c);
+}
+
+/* A task that cancels another timer of its own batch (cancel_me). */
+static serex_timer *cancel_me;
+static bool cancel_said;
+
+static void cancelling_task(void *arg)
+{
+    log_task(arg);
+    cancel_said = serex_timer_cancel(cancel_me);
+}
+
+/*
+ * Cancel of a run inside a batch that was handed to its target and has
+ * not reached it: as cancel of a lone run handed over and not started.
+ * True; the run is skipped; the timer counts as pending until the batch
+ * passes it, and its record is free once that happened and the handle is
+ * released (the next timer gets it). Also from a run of the same batch.
+ */
+static void batch_cancel_inside_a_batch_skips_and_frees(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    struct counting c;
+    serex_executor *w;
+    serex_timer *h[100], *again, *keeper;
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    w = counting_init(&c, f->manual);
+    /* keeps the slab from emptying (an empty one starts afresh) */
+    assert_int_equal(
+        serex_schedule(s, NULL, SEC, log_task, &f->ids[0], &keeper), SEREX_OK);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(serex_schedule(s, w, 5 * MS,
+                                        i == 9 ? cancelling_task : log_task,
+                                        &f->ids[i], &h[i]),
+                         SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, 5 * MS), SEREX_OK);
+    assert_int_equal(atomic_load(&c.calls), 1);
+    /* the 50th: after the fire, before the batch runs */
+    assert_true(serex_timer_cancel(h[49]));
+    assert_false(serex_timer_cancel(h[49]));           /* once */
+    assert_int_equal(serex_scheduler_pending(s), 101); /* as a lone run */
+    cancel_me = h[60]; /* the 10th run cancels the 61st */
+    cancel_said = false;
+    assert_int_equal(test_run_all(f->manual), 1);
+    assert_true(cancel_said);
+    assert_int_equal(nlog(f), 98);
+    for (int i = 0, k = 0; i < 100; i++) {
+        if (i == 49 || i == 60)
+            continue;
+        assert_int_equal(f->log[k++], i);
+    }
+    assert_int_equal(serex_scheduler_pending(s), 1); /* the keeper */
+    for (int i = 0; i < 100; i++) {
+        assert_false(serex_timer_cancel(h[i])); /* ran, or cancelled */
+        if (i != 49)
+            serex_timer_release(h[i]);
+    }
+    serex_timer_release(h[49]); /* its record is free now: reused first */
+    assert_int_equal(serex_schedule(s, w, MS, log_task, &f->ids[0], &again),
+                     SEREX_OK);
+    assert_ptr_equal(again, h[49]);
+    assert_true(serex_timer_cancel(again));
+    serex_timer_release(again);
+    assert_true(serex_timer_cancel(keeper));
+    serex_timer_release(keeper);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+}
+
+/* The target's shutdown_now takes the batch back: one task; each run in
+ * it ends, in order, a one-shot's task handed to on_pending (not the
+ * cancelled one's, nor the periodic timer's: it ends) - promise 2a. */
+static void batch_taken_back_hands_back_each_one_shot_in_order(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    struct counting c;
+    serex_executor *w;
+    serex_fn fns[16];
+    void *args[16];
+    struct test_pending tp = {0, 16, fns, args};
+    serex_timer *h3, *hp;
+    int k = 0;
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    w = counting_init(&c, f->manual);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(serex_schedule(s, w, 5 * MS, log_task, &f->ids[i],
+                                        i == 3 ? &h3 : NULL),
+                         SEREX_OK);
+        if (i == 5)
+            assert_int_equal(serex_schedule_fixed_rate(
+                                 s, w, 5 * MS, MS, log_task, &f->ids[100], &hp),
+                             SEREX_OK);
+    }
+    assert_int_equal(serex_scheduler_advance(s, 5 * MS), SEREX_OK);
+    assert_int_equal(atomic_load(&c.calls), 1);
+    assert_true(serex_timer_cancel(h3));
+    assert_int_equal(serex_shutdown_now(f->manual, test_pending_cb, &tp), 1);
+    assert_int_equal(tp.n, 9);
+    for (int i = 0; i < 10; i++) {
+        if (i == 3)
+            continue;
+        assert_ptr_equal(fns[k], log_task);
+        assert_ptr_equal(args[k++], &f->ids[i]);
+    }
+    assert_int_equal(nlog(f), 0);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    assert_false(serex_timer_cancel(hp)); /* it ended there */
+    serex_timer_release(hp);
+    serex_timer_release(h3);
+    assert_int_equal(serex_await_termination(f->manual, 0), SEREX_OK);
+}
+
+/*
+ * A target that refuses the batch: each run in it meets what a lone run
+ * refused met, in order. Full: the one-shots go to on_rejected, the
+ * periodic run is missed and the timer goes on (its next run's overrun
+ * says so); shut down: the periodic timer ends too, its task handed over.
+ */
+static void batch_refused_is_refused_run_by_run(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler_config cfg = {0};
+    serex_fn fns[16];
+    void *args[16];
+    struct test_pending tp = {0, 16, fns, args};
+    struct overruns o = {0};
+    struct counting c;
+    serex_executor *w;
+
+    cfg.manual = true;
+    cfg.on_rejected = test_pending_cb;
+    cfg.on_rejected_ctx = &tp;
+    assert_int_equal(serex_scheduler_create(&cfg, &f->s), SEREX_OK);
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    w = counting_init(&c, f->manual);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(
+            serex_schedule(f->s, w, 10 * MS, log_task, &f->ids[i], NULL),
+            SEREX_OK);
+        if (i == 1)
+            assert_int_equal(serex_schedule_fixed_rate(f->s, w, 10 * MS,
+                                                       10 * MS, overrun_task,
+                                                       &o, NULL),
+                             SEREX_OK);
+    }
+    c.refuse = SEREX_EFULL;
+    assert_int_equal(serex_scheduler_advance(f->s, 10 * MS), SEREX_OK);
+    assert_int_equal(atomic_load(&c.calls), 1);
+    assert_int_equal(serex_scheduler_rejected(f->s), 6); /* missed: counted */
+    assert_int_equal(tp.n, 5); /* the one-shots, in order */
+    for (int i = 0; i < 5; i++) {
+        assert_ptr_equal(fns[i], log_task);
+        assert_ptr_equal(args[i], &f->ids[i]);
+    }
+    assert_int_equal(serex_scheduler_pending(f->s), 1); /* it goes on */
+    c.refuse = 0;
+    assert_int_equal(serex_scheduler_advance(f->s, 10 * MS), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 1);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.v[0], 1); /* the point at 10 had no run */
+    /* shut down: at 30 the periodic run (re-armed first) and a one-shot */
+    assert_int_equal(
+        serex_schedule(f->s, w, 10 * MS, log_task, &f->ids[5], NULL), SEREX_OK);
+    c.refuse = SEREX_EREJECTED;
+    assert_int_equal(serex_scheduler_advance(f->s, 10 * MS), SEREX_OK);
+    assert_int_equal(atomic_load(&c.calls), 3);
+    assert_int_equal(serex_scheduler_rejected(f->s), 8);
+    assert_int_equal(tp.n, 7);
+    assert_ptr_equal(fns[5], overrun_task); /* it ended: handed over */
+    assert_ptr_equal(args[5], &o);
+    assert_ptr_equal(args[6], &f->ids[5]);
+    assert_int_equal(serex_scheduler_pending(f->s), 0);
+    assert_int_equal(nlog(f), 0);
+    assert_int_equal(o.n, 1);
+}
+
+/* Promise 7a from a run in the middle of a batch: the scheduler waits on
+ * its target, so await and destroy from there say EDEADLK; the batch's
+ * other runs still run. */
+static void batch_run_awaiting_its_scheduler_is_edeadlk(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    struct test_self_wait sw = {0};
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    sw.ex = serex_scheduler_executor(s);
+    assert_int_equal(serex_event_create(&sw.done), SEREX_OK);
+    assert_int_equal(
+        serex_schedule(s, f->manual, MS, log_task, &f->ids[0], NULL), SEREX_OK);
+    assert_int_equal(
+        serex_schedule(s, f->manual, MS, test_self_wait_task, &sw, NULL),
+        SEREX_OK);
+    assert_int_equal(
+        serex_schedule(s, f->manual, MS, log_task, &f->ids[2], NULL), SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, MS), SEREX_OK);
+    assert_int_equal(test_run_all(f->manual), 1);
+    test_assert_all_edeadlk(&sw);
+    assert_int_equal(nlog(f), 2);
+    assert_int_equal(f->log[0], 0);
+    assert_int_equal(f->log[1], 2);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    serex_event_destroy(sw.done);
 }
 
 /* --- shutdown, shutdown_now (promises 2, 6) --- */
@@ -1158,7 +1545,7 @@ static void cancel_after_shutdown_ended_a_queued_periodic_is_false(void **state)
     serex_shutdown(face);
     assert_false(serex_timer_cancel(p));          /* shutdown ended it */
     assert_true(serex_timer_cancel(once));        /* it would still run */
-    assert_int_equal(test_run_all(f->manual), 2); /* both skipped */
+    assert_int_equal(test_run_all(f->manual), 1); /* one batch: both skipped */
     assert_int_equal(nlog(f), 0);
     assert_int_equal(serex_scheduler_pending(s), 0);
     assert_int_equal(serex_await_termination(face, 0), SEREX_OK);
@@ -1321,8 +1708,9 @@ static void destroy_waits_for_runs_queued_on_a_manual_target(void **state)
     assert_int_equal(atomic_load(&d.seen), 0);
     /* from here on, destroy may return: once both runs are made */
     atomic_store(&ended, 1);
-    /* the one-shot runs; the periodic one was ended by shutdown */
-    assert_int_equal(test_run_all(f->manual), 2);
+    /* the one-shot runs; the periodic one was ended by shutdown (one
+     * task: both came due in one fire, a batch) */
+    assert_int_equal(test_run_all(f->manual), 1);
     serex__thread_join(d.thread);
     assert_int_equal(atomic_load(&d.seen), 2);
     assert_int_equal(nlog(f), 1);
@@ -1821,6 +2209,46 @@ static void threaded_custom_clock_is_honoured(void **state)
     serex_event_destroy(st.ev);
 }
 
+/*
+ * The timer thread, its custom clock moved past several due times at
+ * once: one fire, one task for the target, the runs in due order (ties in
+ * schedule order), none early.
+ */
+static void threaded_fire_of_several_due_times_is_one_batch(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler_config cfg = {0};
+    struct counting c;
+    serex_executor *w;
+    static const int64_t due_ms[4] = {30, 10, 20, 20};
+    static const int order[4] = {1, 2, 3, 0};
+
+    atomic_store(&fake_now, 1000 * SEC);
+    cfg.clock = fake_clock;
+    assert_int_equal(serex_scheduler_create(&cfg, &f->s), SEREX_OK);
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    w = counting_init(&c, f->manual);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(
+            serex_schedule(f->s, w, due_ms[i] * MS, log_task, &f->ids[i], NULL),
+            SEREX_OK);
+    test_sleep_ns(20 * MS); /* real time; the clock stands still */
+    assert_int_equal(atomic_load(&c.calls), 0);
+    atomic_store(&fake_now, 1000 * SEC + 30 * MS);
+    for (int64_t waited = 0;
+         atomic_load(&c.calls) == 0 && waited < TEST_TIMEOUT; waited += MS)
+        test_sleep_ns(MS);
+    assert_int_equal(atomic_load(&c.calls), 1);
+    assert_int_equal(test_run_all(f->manual), 1);
+    assert_int_equal(nlog(f), 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(f->log[i], order[i]);
+        assert_true(f->at[i] >= 1000 * SEC + due_ms[order[i]] * MS);
+    }
+    assert_int_equal(atomic_load(&c.calls), 1);
+    assert_int_equal(serex_scheduler_pending(f->s), 0);
+}
+
 struct overlap {
     _Atomic int in_run, overlaps, runs;
 };
@@ -1937,6 +2365,118 @@ static void cancel_races_firing(void **state)
         serex_timer_release(r->t[i]);
     }
     assert_int_equal(serex_destroy(pool), SEREX_OK);
+    free(r);
+}
+
+/*
+ * A pool's shutdown_now takes batches back while a canceller cancels
+ * timers in them: every one-shot runs once, is handed back once
+ * (shutdown_now's on_pending), is refused once (fired onto the pool after
+ * it stopped: on_rejected), or was cancelled (true), and only one of
+ * these. About 100 timers are due at each due time; the pool's one
+ * thread is held by a task until after the shutdown_now, so the batches
+ * wait in its queue.
+ */
+enum { TB_N = 3000 };
+
+struct takeback {
+    _Atomic int ran[TB_N], handed[TB_N], refused[TB_N];
+    _Atomic int strangers; /* a task handed over that is not ours */
+    bool cancelled[TB_N];
+    int idx[TB_N];
+    serex_timer *t[TB_N];
+};
+
+static struct takeback *takeback_of;
+
+static void takeback_task(void *arg)
+{
+    atomic_fetch_add(&takeback_of->ran[*(int *)arg], 1);
+}
+
+static void takeback_blocker(void *arg)
+{
+    serex_event_wait(arg, TEST_TIMEOUT);
+}
+
+/* on_pending (the test's thread) and on_rejected (the timer thread); the
+ * blocker comes back if the pool had not started it yet */
+static void takeback_handed(serex_fn fn, void *arg, void *ctx)
+{
+    struct takeback *r = ctx;
+
+    if (fn == takeback_blocker)
+        return;
+    if (fn != takeback_task)
+        atomic_fetch_add(&r->strangers, 1);
+    else
+        atomic_fetch_add(&r->handed[*(int *)arg], 1);
+}
+
+static void takeback_refused(serex_fn fn, void *arg, void *ctx)
+{
+    struct takeback *r = ctx;
+
+    if (fn != takeback_task)
+        atomic_fetch_add(&r->strangers, 1);
+    else
+        atomic_fetch_add(&r->refused[*(int *)arg], 1);
+}
+
+static int takeback_canceller(void *arg)
+{
+    struct takeback *r = arg;
+
+    for (int i = TB_N - 1; i >= 0; i -= 2)
+        r->cancelled[i] = serex_timer_cancel(r->t[i]);
+    return 0;
+}
+
+static void batches_taken_back_racing_cancel_lose_nothing(void **state)
+{
+    struct fixture *f = *state;
+    struct takeback *r = calloc(1, sizeof *r);
+    serex_scheduler_config cfg = {0};
+    serex_pool_config pc = {0};
+    serex_executor *pool;
+    serex__thread th;
+    serex_event *unblock;
+
+    assert_non_null(r);
+    takeback_of = r;
+    cfg.on_rejected = takeback_refused;
+    cfg.on_rejected_ctx = r;
+    assert_int_equal(serex_scheduler_create(&cfg, &f->s), SEREX_OK);
+    pc.threads = 1;
+    assert_int_equal(serex_pool_create(&pc, &pool), SEREX_OK);
+    assert_int_equal(serex_event_create(&unblock), SEREX_OK);
+    assert_int_equal(serex_execute(pool, takeback_blocker, unblock), SEREX_OK);
+    for (int i = 0; i < TB_N; i++) {
+        r->idx[i] = i;
+        assert_int_equal(serex_schedule(f->s, pool, (i % 30) * 50 * US,
+                                        takeback_task, &r->idx[i], &r->t[i]),
+                         SEREX_OK);
+    }
+    assert_int_equal(serex__thread_start(&th, takeback_canceller, r), 0);
+    test_sleep_ns(500 * US);
+    serex_shutdown_now(pool, takeback_handed, r);
+    serex_event_signal(unblock);
+    serex__thread_join(th);
+    for (int i = 0; i < TB_N; i++) /* before destroy: done or not */
+        serex_timer_release(r->t[i]);
+    /* destroy joins the timer thread: every on_rejected call is over */
+    serex_shutdown(serex_scheduler_executor(f->s));
+    assert_int_equal(serex_destroy(serex_scheduler_executor(f->s)), SEREX_OK);
+    f->s = NULL;
+    assert_int_equal(serex_destroy(pool), SEREX_OK);
+    serex_event_destroy(unblock);
+    assert_int_equal(atomic_load(&r->strangers), 0);
+    for (int i = 0; i < TB_N; i++) {
+        int ends = atomic_load(&r->ran[i]) + atomic_load(&r->handed[i]) +
+                   atomic_load(&r->refused[i]);
+
+        assert_int_equal(ends, r->cancelled[i] ? 0 : 1);
+    }
     free(r);
 }
 
@@ -2065,6 +2605,13 @@ int main(void)
         T(refused_periodic_run_is_missed_and_the_timer_goes_on),
         T(refused_periodic_run_ends_the_timer_by_policy),
         T(target_shutdown_now_hands_back_the_users_task),
+        T(batch_one_task_per_target_per_fire_in_order),
+        T(batch_per_target_two_targets_and_the_timer_thread),
+        T(batch_more_targets_than_the_table),
+        T(batch_cancel_inside_a_batch_skips_and_frees),
+        T(batch_taken_back_hands_back_each_one_shot_in_order),
+        T(batch_refused_is_refused_run_by_run),
+        T(batch_run_awaiting_its_scheduler_is_edeadlk),
         T(shutdown_cancels_periodic_lets_one_shots_fire),
         T(cancel_after_shutdown_ended_a_queued_periodic_is_false),
         T(shutdown_now_hands_back_one_shots_in_due_order),
@@ -2085,8 +2632,10 @@ int main(void)
         T(threaded_bursts_with_coalescing_off_keep_it_shut),
         T(threaded_window_shuts_and_new_timers_still_ring),
         T(threaded_custom_clock_is_honoured),
+        T(threaded_fire_of_several_due_times_is_one_batch),
         T(threaded_periodic_runs_never_overlap),
         T(cancel_races_firing),
+        T(batches_taken_back_racing_cancel_lose_nothing),
         T(many_producers_schedule_and_cancel),
 #undef T
     };

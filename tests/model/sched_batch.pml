@@ -1,0 +1,329 @@
+/*
+ * sched_batch.pml - a batch of timer runs (src/scheduler.c, "Batches: one
+ * task per target per fire") racing cancels and handle releases.
+ *
+ * NT timers came due in one fire onto one target and were linked into one
+ * batch, in order: link[0] = 1, link[1] = 2, ... (batch_next, overlaying
+ * the wheel's pprev). Each is QUEUED, and its user holds a handle. Timer
+ * PER (if PER < NT) is periodic; the others are one-shots.
+ *
+ * Processes:
+ *  - the batch's owner. The target decides once what becomes of the task,
+ *    as any executor does: it runs it (timer_run: run_timer on each run in
+ *    turn), takes it back or drops it (timer_run_dropped: each run settled,
+ *    a one-shot's task handed to on_pending if it was still QUEUED), or,
+ *    with REFUSE, refused the submission (batch_dispatch then walks the
+ *    batch itself: run_refused on each, a one-shot to on_rejected if
+ *    still QUEUED, a periodic one re-armed from QUEUED as a missed run,
+ *    SEREX_REFUSED_MISS). Each walk takes a record's link and clears it
+ *    (batch_take_next) before it runs, re-arms or settles the record.
+ *  - one user per timer: cancels it at any moment, or never
+ *    (serex_timer_cancel: a QUEUED or RUNNING periodic run stopped by a
+ *    CAS to STOPPED; a RUNNING one-shot is too late; PENDING, back in the
+ *    wheel, is cancelled under the shard lock to DONE), then releases its
+ *    handle (serex_timer_release: frees a DONE record, else clears HANDLE
+ *    by CAS, leaving the free to whoever makes it DONE).
+ *  - with REFIRE, the timer thread's next fire: the periodic timer, once
+ *    re-armed (PENDING) by the first batch, may come due again at any
+ *    moment and go out alone in a new batch (its link rewritten), which
+ *    the target again runs, takes back or refuses, while the first
+ *    batch's owner may still be walking.
+ * settle (sched_settle: the CAS loop to DONE under the shard lock, the
+ * free if no handle) is one step; so is each CAS, and the load before a
+ * CAS is merged with it where a failed CAS only leads to looking again.
+ * A record's state and HANDLE share the tag word in C; a CAS on one that
+ * fails because the other changed retries with the same outcome, so they
+ * are two variables here.
+ *
+ * Properties (assertions):
+ *  - no access to a freed record, by the owner (the chain is intact until
+ *    walked), the users or the frees (no double free);
+ *  - a cancel that said true is never followed by a run that starts;
+ *  - each one-shot ends exactly once: it ran, was handed back, was
+ *    refused, or a cancel said true (exactly one of these);
+ *  - at the end every record is freed exactly once, unless it is a
+ *    periodic timer back in its wheel (PENDING), which is not freed.
+ *
+ * Mutations (each must make spin find a violation):
+ *  MUT_LINK_AFTER     the owner reads a record's link after running or
+ *                     settling it (a use after free; with REFIRE also a
+ *                     link the next fire rewrote: the rest of the batch
+ *                     is lost)
+ *  MUT_CANCEL_FREES   cancel of a QUEUED run settles it at once (DONE, so
+ *                     the release frees it) instead of STOPPED: the batch
+ *                     still links to it
+ *  MUT_DROP_NO_STATE  the hand-back passes every one-shot's task on,
+ *                     without asking whether cancel stopped it
+ *
+ * Check (scripts/check_model.sh runs its configurations the same way):
+ *   spin -a -DNT=3 -DPER=1 sched_batch.pml
+ *   gcc -O1 -w -DSAFETY -o pan pan.c && ./pan -m200000 -w24
+ * Configurations and what they give: see tests/model/README.md and
+ * scripts/check_model.sh (sched-*).
+ */
+#ifndef NT
+#define NT 3
+#endif
+#ifndef PER
+#define PER 1 /* the periodic timer's index; NT or more: none */
+#endif
+#ifndef REFUSE
+#define REFUSE 0
+#endif
+#ifndef REFIRE
+#define REFIRE 0
+#endif
+
+#define NIL 255
+
+/* states (the low bits of the tag) */
+#define PENDING 0
+#define QUEUED 1
+#define RUNNING 2
+#define STOPPED 3
+#define DONE 4
+
+byte st[NT];
+bit handle[NT];
+byte link[NT];
+byte freed[NT];       /* ghost: frees of the record */
+byte ran[NT];         /* ghost: runs started */
+byte handed[NT];      /* ghost: passed to on_pending */
+byte rejected[NT];    /* ghost: passed to on_rejected */
+bit cancel_true[NT];  /* ghost: a cancel returned true */
+byte finished;        /* ghost: users and firer done */
+byte owners = 1;      /* ghost: batches out (the first, and a re-fire) */
+byte owners_done;     /* ghost: batches whose walk ended */
+
+#define periodic(r) ((r) == PER)
+
+inline touch(r)
+{
+    assert(freed[r] == 0)
+}
+
+inline do_free(r)
+{
+    freed[r]++;
+    assert(freed[r] == 1)
+}
+
+/* sched_settle: DONE from any state but PENDING; frees if no handle. The
+ * state it had goes to @old. */
+inline settle(r, old)
+{
+    atomic {
+        touch(r);
+        old = st[r];
+        assert(old != DONE && old != PENDING);
+        st[r] = DONE;
+        if
+        :: !handle[r] -> do_free(r)
+        :: else -> skip
+        fi
+    }
+}
+
+/* rearm: back into the wheel if the state is still @from; else false.
+ * Under the shard lock in C: one step. */
+inline rearm(r, from, ok)
+{
+    atomic {
+        touch(r);
+        if
+        :: st[r] == from -> st[r] = PENDING; ok = 1
+        :: else -> ok = 0
+        fi
+    }
+}
+
+/* run_timer */
+inline run_one(r)
+{
+    atomic { /* the CAS QUEUED -> RUNNING: the run starts, or not */
+        touch(r);
+        if
+        :: st[r] == QUEUED ->
+            st[r] = RUNNING; started = 1;
+            assert(!cancel_true[r]); ran[r]++
+        :: else -> started = 0
+        fi
+    }
+    if
+    :: started ->
+        if
+        :: periodic(r) ->
+            rearm(r, RUNNING, ok);
+            if
+            :: !ok -> settle(r, old)
+            :: else -> skip
+            fi
+        :: else -> settle(r, old)
+        fi
+    :: else -> settle(r, old) /* stopped */
+    fi
+}
+
+/* timer_run_dropped's step for one run */
+inline drop_one(r)
+{
+    settle(r, old);
+#ifndef MUT_DROP_NO_STATE
+    if
+    :: old == QUEUED && !periodic(r) -> handed[r]++
+    :: else -> skip
+    fi
+#else
+    if
+    :: !periodic(r) -> handed[r]++
+    :: else -> skip
+    fi
+#endif
+}
+
+/* run_refused (a full target, SEREX_REFUSED_MISS) */
+inline refuse_one(r)
+{
+    ok = 0;
+    if
+    :: periodic(r) -> rearm(r, QUEUED, ok) /* run_missed */
+    :: else -> skip
+    fi;
+    if
+    :: !ok ->
+        settle(r, old);
+        if
+        :: old == QUEUED && !periodic(r) -> rejected[r]++
+        :: else -> skip
+        fi
+    :: else -> skip
+    fi
+}
+
+proctype owner(byte first)
+{
+    byte r = first, nx, how, old;
+    bit started, ok;
+
+    if
+    :: how = 0 /* the target runs the batch */
+    :: how = 1 /* it takes it back (shutdown_now) or drops it */
+#if REFUSE
+    :: how = 2 /* it refused the submission */
+#endif
+    fi;
+    do
+    :: r == NIL -> break
+    :: else ->
+#ifndef MUT_LINK_AFTER
+        atomic { touch(r); nx = link[r]; link[r] = NIL };
+#endif
+        if
+        :: how == 0 -> run_one(r)
+        :: how == 1 -> drop_one(r)
+        :: how == 2 -> refuse_one(r)
+        fi;
+#ifdef MUT_LINK_AFTER
+        atomic { touch(r); nx = link[r]; link[r] = NIL };
+#endif
+        r = nx
+    od;
+    owners_done++
+}
+
+#if REFIRE
+/* The timer thread's next fire: the periodic timer, re-armed by a run or
+ * a miss of the first batch, comes due again (at once: any moment) and
+ * goes out alone in a new batch, which rewrites its link - while the
+ * first batch's owner may still be walking. Or it never does. */
+proctype firer()
+{
+    do
+    :: atomic {
+           st[PER] == PENDING ->
+           st[PER] = QUEUED; link[PER] = NIL; owners++;
+           run owner(PER)
+       };
+       break
+    :: owners_done > 0 -> break /* the first batch ended: no more */
+    od;
+    finished++
+}
+#endif
+
+proctype user(byte r)
+{
+    bit done_cancel;
+
+    /* serex_timer_cancel, at any moment or never */
+    if
+    :: true ->
+        do
+        :: atomic {
+               touch(r);
+               if
+               :: st[r] == PENDING -> /* cancel_pending, under the lock */
+                   st[r] = DONE; cancel_true[r] = 1; done_cancel = 1
+               :: st[r] == RUNNING && !periodic(r) -> done_cancel = 1
+               :: (st[r] == QUEUED) || (st[r] == RUNNING && periodic(r)) ->
+#ifndef MUT_CANCEL_FREES
+                   st[r] = STOPPED;
+#else
+                   if
+                   :: st[r] == QUEUED -> st[r] = DONE
+                   :: else -> st[r] = STOPPED
+                   fi;
+#endif
+                   cancel_true[r] = 1; done_cancel = 1
+               :: st[r] == STOPPED || st[r] == DONE -> done_cancel = 1
+               fi
+           }
+        :: done_cancel -> break
+        od
+    :: true -> skip
+    fi;
+    /* serex_timer_release: free if DONE, else clear HANDLE (one CAS on
+     * the word: the state is read with it) */
+    atomic {
+        touch(r);
+        if
+        :: st[r] == DONE -> do_free(r)
+        :: else -> skip
+        fi;
+        handle[r] = 0
+    }
+    finished++
+}
+
+init
+{
+    byte i;
+
+    atomic {
+        for (i : 0 .. NT - 1) {
+            st[i] = QUEUED;
+            handle[i] = 1;
+            link[i] = (i + 1 < NT -> i + 1 : NIL)
+        }
+        run owner(0);
+        for (i : 0 .. NT - 1) {
+            run user(i)
+        }
+#if REFIRE
+        run firer();
+#endif
+    }
+    (finished == NT + REFIRE && owners_done == owners);
+    /* the end: every process done */
+    for (i : 0 .. NT - 1) {
+        if
+        :: st[i] == PENDING -> assert(periodic(i) && freed[i] == 0)
+        :: else -> assert(st[i] == DONE && freed[i] == 1)
+        fi;
+        if
+        :: !periodic(i) ->
+            assert(ran[i] + handed[i] + rejected[i] + cancel_true[i] == 1) /* ends */
+        :: else -> assert(ran[i] <= 1 + REFIRE && handed[i] == 0)
+        fi
+    }
+}
