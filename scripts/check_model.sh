@@ -111,6 +111,14 @@ configs=(
     "mut-runq-no-room;assertion violated \\(\\(+gf;safety;-DCAP=2 -DNTASK=3 -DYIELD=2 -DMUT_NO_ROOM;pool_runq.pml"
     "mut-runq-no-wait;assertion violated \\( !\\(stop\\)\\|\\|\\(inq;safety;-DCAP=2 -DNTASK=3 -DSLOTS=1 -DMUT_NO_WAIT;pool_runq.pml"
     "mut-runq-stop-first;assertion violated \\( !\\(stop\\)\\|\\|\\(inq;safety;-DCAP=2 -DNTASK=3 -DSLOTS=1 -DMUT_STOP_FIRST;pool_runq.pml"
+    "sched-3t-per1;pass;safety;-DNT=3 -DPER=1;sched_batch.pml"
+    "sched-3t-oneshots;pass;safety;-DNT=3 -DPER=3;sched_batch.pml"
+    "sched-4t-per2-refuse;pass;safety;-DNT=4 -DPER=2 -DREFUSE=1;sched_batch.pml"
+    "sched-3t-per1-refuse-refire;pass;safety;-DNT=3 -DPER=1 -DREFUSE=1 -DREFIRE=1;sched_batch.pml"
+    "sched-3t-per0-refuse-refire;pass;safety;-DNT=3 -DPER=0 -DREFUSE=1 -DREFIRE=1;sched_batch.pml"
+    "mut-sched-link-after;assertion violated \\(freed;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_LINK_AFTER;sched_batch.pml"
+    "mut-sched-cancel-frees;assertion violated \\(freed;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_CANCEL_FREES;sched_batch.pml"
+    "mut-sched-drop-no-state;assertion violated \\(\\(\\(\\(ran;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_DROP_NO_STATE;sched_batch.pml"
 )
 
 ensure_spin() {
@@ -131,7 +139,7 @@ ensure_spin
 cc=${CC:-$(command -v gcc || echo cc)}
 command -v "$cc" >/dev/null 2>&1 ||
     { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
-for m in serial_drain.pml pool_park.pml pool_threads.pml life.pml pool_runq.pml; do
+for m in serial_drain.pml pool_park.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml; do
     [ -r "$models/$m" ] || { echo "check_model.sh: $models/$m is missing" >&2; exit 2; }
 done
 

@@ -135,13 +135,22 @@
  * policy). A batch taken back (a target's shutdown_now) or dropped ends
  * each run in order as a lone run taken back: settled, a one-shot's task
  * passed to on_pending unless cancel stopped it (promise 2a).
- * The life word (below) counts a batch as one holder. What a target sees
- * changes: a batch is one of its tasks (its shutdown_now counts a batch
- * as one task taken back), and once a batch has started, the runs left in
- * it have started as far as the target is concerned: a shutdown_now of
- * the target meanwhile does not take them back (they run, unless
- * cancelled). A pool runs one fire's runs for one target on one worker,
- * one after another: the price of one push and one wake-up.
+ * A batch, once its target starts it, first passes the runs after its
+ * own on to the same target as one more batch (timer_run: a yield, so a
+ * pool puts it in the worker's run queue, where idle workers steal it),
+ * and only then runs its own. Ownership of the rest passes with that
+ * push, before the first run: the chain is split, never shared. So the
+ * firing thread makes one push per target per fire, yet a pool still
+ * runs a fire's runs side by side (as it ran lone runs: 100 timers due at
+ * once are not run one after another on one worker), a serial runs them
+ * in due order, and the runs not started are a queued task that the
+ * target's shutdown_now takes back (each ended as above). If the target
+ * refuses the rest (it is shutting down, or full), they run where the
+ * batch runs, in order: the target accepted them with the batch.
+ * The life word (below) counts each batch as one holder: the split takes
+ * a hold for the new one while the old one's still holds. What a target
+ * sees: one task from the firing thread per fire, then one from each
+ * run's task for the next (a task a run, the lone runs' count).
  *
  * --- The timer thread: tickless sleep, lost-wake-up-proof ---
  * The thread advances every shard to now, hands out what is due (merged in
@@ -1182,13 +1191,39 @@ static void batch_run(struct serex_scheduler *s, struct serex_timer *t)
     }
 }
 
-/* A batch handed to a target: the target runs it. */
+/*
+ * A batch handed to a target: the target runs it, one run per task. When
+ * it starts, it first passes the runs after its own on to the same target
+ * as one more batch (a yield: behind what the target has, and on a pool
+ * into the worker's run queue, where idle workers steal it), then runs
+ * its own. So one push from the firing thread per target per fire, yet a
+ * pool still runs a fire's runs side by side, as it ran lone runs, and a
+ * serial still runs them in due order. If the target refuses the rest
+ * (it is shutting down, or full), they run here, in order: the target
+ * accepted them with the batch.
+ */
 static void timer_run(struct serex__op *op)
 {
     struct serex_timer *t = serex__container_of(op, struct serex_timer, op);
     struct serex_scheduler *s = timer_shard(t)->s;
+    serex_executor *target = t->target;
+    struct serex_timer *rest = batch_take_next(t);
 
-    batch_run(s, t);
+    if (rest != NULL) {
+        /* a hold for the new batch: ours keeps the scheduler meanwhile */
+        serex__life_hold(&s->life);
+        rest->op.cls = &timer_run_class; /* out of the wheel: free */
+        if (serex__op_yield(target, &rest->op) == SEREX_OK) {
+            rest = NULL; /* the target's now: it may be gone already */
+        } else {
+            bool last = serex__life_release(&s->life);
+
+            SEREX_ASSERT(!last); /* we still hold ours */
+            (void)last;
+        }
+    }
+    run_timer(s, t);
+    batch_run(s, rest);
     run_out(s);
 }
 
