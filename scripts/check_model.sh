@@ -92,6 +92,17 @@ configs=(
     "park-no-handoff;pass;safety;-DNPROD=2 -DNTASK=2 -DNWORK=2 -DNO_HANDOFF;pool_park.pml"
     "mut-park-token-no-role;assertion violated \\(q;safety;-DNPROD=1 -DNTASK=2 -DNWORK=2 -DMUT_TOKEN_NO_ROLE;pool_park.pml"
     "mut-park-recheck-first;assertion violated \\(q;safety;-DNPROD=1 -DNTASK=2 -DNWORK=2 -DMUT_RECHECK_BEFORE_ANNOUNCE;pool_park.pml"
+    "slot-2w-busy;pass;safety;-DNWORK=2 -DXFROM=0;pool_park_slot.pml"
+    "slot-3w-busy;pass;safety;-DNWORK=3 -DXFROM=0;pool_park_slot.pml"
+    "slot-2w;pass;safety;-DNWORK=2 -DXFROM=1;pool_park_slot.pml"
+    "slot-3w;pass;safety;-DNWORK=3 -DXFROM=1;pool_park_slot.pml"
+    "slot-2w-2plain;pass;safety;-DNWORK=2 -DXFROM=1 -DNPLAIN=2;pool_park_slot.pml"
+    "slotfix-waiter-3w-busy;pass;safety;-DNWORK=3 -DXFROM=0 -DWAITER=1 -DFIX_IDLE_SLOT;pool_park_slot.pml"
+    "slotfix-waiter-3w;pass;safety;-DNWORK=3 -DXFROM=1 -DWAITER=1 -DFIX_IDLE_SLOT;pool_park_slot.pml"
+    "mut-slot-spinner-ignores;invalid end state;safety;-DNWORK=2 -DXFROM=0 -DMUT_SPINNER_NO_SLOT;pool_park_slot.pml"
+    "mut-slot-when-spinning;invalid end state;safety;-DNWORK=2 -DXFROM=1 -DMUT_SLOT_WHEN_SPINNING;pool_park_slot.pml"
+    "mut-slot-no-wake;invalid end state;safety;-DNWORK=2 -DXFROM=0 -DMUT_NO_SLOT_WAKE;pool_park_slot.pml"
+    "mut-slot-others-never;invalid end state;safety;-DNWORK=2 -DXFROM=1 -DMUT_OTHERS_NO_SLOT;pool_park_slot.pml"
     "threads-tmax2;pass;safety;-DTMAX=2;pool_threads.pml"
     "threads-tmax3;pass;safety;-DTMAX=3;pool_threads.pml"
     "mut-threads-no-debt;invalid end state;safety;-DTMAX=2 -DMUT_NO_DEBT;pool_threads.pml"
@@ -139,7 +150,7 @@ ensure_spin
 cc=${CC:-$(command -v gcc || echo cc)}
 command -v "$cc" >/dev/null 2>&1 ||
     { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
-for m in serial_drain.pml pool_park.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml; do
+for m in serial_drain.pml pool_park.pml pool_park_slot.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml; do
     [ -r "$models/$m" ] || { echo "check_model.sh: $models/$m is missing" >&2; exit 2; }
 done
 
