@@ -156,8 +156,13 @@ int serex__pool_worker_main(void *arg)
             continue;
         }
         /* We took a batch, or came back from idle with more queued: make
-         * sure a sleeper helps (it will steal or take from the ring). */
-        if (more || (was_idle && serex__pool_queue_nonempty(p)))
+         * sure a sleeper helps (it will steal or take from the ring). A
+         * task in a next-task slot counts too: a spinner that leaves for
+         * a task of its own may have been the one that the slot's push
+         * left it to, and that task may wait for the slot's (found by
+         * tests/model/pool_park_slot.pml: 3 workers, a task stranded) */
+        if (more || (was_idle && (serex__pool_queue_nonempty(p) ||
+                                  (p->batching && serex__pool_nexts_nonempty(p)))))
             serex__pool_signal_work(p);
         was_idle = false;
         if (serex__unlikely(p->task_hooks))

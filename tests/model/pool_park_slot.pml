@@ -53,9 +53,13 @@
  *                          `spinning` is 1 (inverted)
  *  MUT_NO_SLOT_WAKE        (3) no wake decision after a push into the slot
  *  MUT_OTHERS_NO_SLOT      (4) a non-spinner never counts the slot
- * FIX_IDLE_SLOT: a candidate fix of the stranding WAITER shows: a worker
- * back from idle that takes a task wakes a sleeper (signal_work) when a
- * slot is non-empty, as it does when the shared queue is.
+ *  MUT_NO_IDLE_SLOT_WAKE   a worker back from idle that takes a task
+ *                          wakes a sleeper only for the shared queue, not
+ *                          for a non-empty slot: the C code before the fix
+ *                          this model found (with WAITER, 3 workers)
+ * The worker loop as the C code has it since: back from idle with a task,
+ * a worker wakes a sleeper (signal_work) when a slot is non-empty, as it
+ * does when the shared queue is.
  */
 #ifndef NWORK
 #define NWORK 2
@@ -234,7 +238,7 @@ take:
     fi;
     /* took a batch, or back from idle with more queued: make sure a
      * sleeper helps */
-#ifdef FIX_IDLE_SLOT
+#ifndef MUT_NO_IDLE_SLOT_WAKE
     if
     :: more || (was_idle && (sh != st || slot)) -> signal_work()
     :: else -> skip
