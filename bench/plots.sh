@@ -5,7 +5,10 @@
 #   bench/plots.sh [--machine TEXT] [--out DIR] [FILE ...]
 #
 # FILE          files of RESULT lines, as compare.sh saves them
-#               (default: bench/results/*.txt)
+#               (default: bench/results/*.txt but the thread-count sweeps,
+#               *-sweep.txt, which bench/sweep_plot.sh draws in
+#               docs/scaling.md; passed by name they are tabulated too,
+#               each T a case of its own)
 # --machine T   one line on the machine the results were taken on, for the
 #               page (default: what the files say: their threads= count);
 #               also $SEREX_BENCH_MACHINE
@@ -36,7 +39,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --machine) [ $# -ge 2 ] || die "--machine needs a value"; machine="$2"; shift ;;
         --out) [ $# -ge 2 ] || die "--out needs a value"; out="$2"; shift ;;
-        -h|--help) sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '3,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) die "unknown option: $1" ;;
         *) files+=("$1") ;;
     esac
@@ -44,7 +47,9 @@ while [ $# -gt 0 ]; do
 done
 if [ ${#files[@]} -eq 0 ]; then
     shopt -s nullglob
-    files=("$repo"/bench/results/*.txt)
+    for f in "$repo"/bench/results/*.txt; do
+        [[ "$f" == *-sweep.txt ]] || files+=("$f")  # sweeps: sweep_plot.sh
+    done
     shopt -u nullglob
 fi
 [ ${#files[@]} -gt 0 ] || die "no results files (bench/results/*.txt is empty)"
@@ -253,7 +258,9 @@ is \`serex_bench\` ([bench/bench_main.c](../bench/bench_main.c) and one file
 per workload family beside it), described in
 [bench/README.md](../bench/README.md)). \`bench/compare.sh\` runs serex, then
 every peer, one at a time, and saves the RESULT lines; this page is drawn
-from such files.
+from such files. The throughput workloads at T = 1, 2, 4, 8 and 16 pool
+threads, serex and every peer at each T, are in [scaling.md](scaling.md)
+(\`bench/sweep.sh\`, drawn by \`bench/sweep_plot.sh\`).
 
 Regenerate it (and its plots in \`img/\`) with:
 

@@ -3,7 +3,7 @@
 """table.py - set serex's RESULT lines beside the best peer's.
 
     table.py [--impl serex] [--markdown] [--detail] [--bench NAME ...]
-             [--wide] [--data DIR] [FILE ...]
+             [--wide] [--data DIR] [--sweep [--cpus N]] [FILE ...]
 
 Reads RESULT lines (shared/bench/WORKLOADS.md) from the files, or from
 stdin when there are none or a file is "-"; other lines are ignored, so a
@@ -36,6 +36,12 @@ docs/BENCHMARKS.md and docs/img/):
     --data DIR    no table: write gnuplot data files DIR/<bench>.<metric>.dat
                   (a row per case, a column per impl, NaN where an impl has
                   no valid run) and print their paths
+    --sweep       a thread-count sweep (bench/sweep.sh; bench/sweep_plot.sh
+                  uses it for docs/scaling.md): one row per (bench, case,
+                  T) of the bench's throughput metric, the impl against the
+                  best other (P equal to T is "P=T"); --cpus N marks T > N
+                  as oversubscribed; with --data DIR, DIR/sweep-<bench>.dat
+                  instead: a block per case, a row per T, a column per impl
 """
 
 import argparse
@@ -422,6 +428,116 @@ def write_data(recs, impl, outdir):
     return paths
 
 
+def sweep_metric(bench, recs):
+    """The throughput metric a sweep shows for a bench: its first
+    *_per_sec metric where higher is better, or None."""
+    for metric, direction in metrics_of(bench, recs):
+        if direction == "higher" and metric.endswith("_per_sec"):
+            return metric
+    return None
+
+
+def sweep_cases(rec, show_size):
+    """The sweep cases a record belongs to: its case keys with the thread
+    count left out (the x axis). Producers equal to the thread count are
+    "P=T", so P=T is one line across T; at T=1, P=1 is also P=T."""
+    threads = int(number(rec.get("threads")) or 0)
+    parts = []
+    names = dict(CASE_KEYS + SIZE_KEYS)
+    for k, _ in CASE_KEYS + (SIZE_KEYS if show_size else []):
+        v = rec.get(k)
+        if v is None:
+            continue
+        if k == "producers" and threads > 1 and number(v) == threads:
+            v = "T"
+        parts.append("%s=%s" % (names[k], v))
+    label = " ".join(parts)
+    if rec.get("producers") is not None and threads == 1 \
+            and number(rec.get("producers")) == 1:
+        return [label, label.replace("P=1", "P=T", 1)]
+    return [label]
+
+
+def sweep_groups(recs):
+    """{bench: {case: {threads: {impl: [records]}}}}, benches and cases in
+    first-seen order; only benches with a throughput metric."""
+    sizes = defaultdict(set)
+    for r in recs:
+        sizes[r["bench"]].add(tuple(r.get(k) for k, _ in SIZE_KEYS))
+    out = {}
+    for r in recs:
+        bench = r["bench"]
+        if sweep_metric(bench, [r]) is None:
+            continue
+        threads = int(number(r.get("threads")) or 0)
+        for case in sweep_cases(r, len(sizes[bench]) > 1):
+            by_t = out.setdefault(bench, {}).setdefault(case, {})
+            by_t.setdefault(threads, defaultdict(list))[r["impl"]].append(r)
+    return out
+
+
+def sweep_rows(recs, impl, cpus):
+    """One row per (bench, case, T): the impl's median, the best other
+    impl's, their ratio (higher is better for every metric shown)."""
+    rows = []
+    for bench, cases in sweep_groups(recs).items():
+        runs = [r for r in recs if r["bench"] == bench]
+        metric = sweep_metric(bench, runs)
+        for case, by_t in cases.items():
+            for threads in sorted(by_t):
+                summaries = {n: Summary(rs)
+                             for n, rs in by_t[threads].items()}
+                own = summaries.get(impl)
+                s = own.median(metric) if own else None
+                peer, b = best_peer(summaries, metric, "higher", impl)
+                peer_s = summaries[peer] if peer else None
+                t = str(threads)
+                if cpus and threads > cpus:
+                    t += " (over)"
+                rows.append([bench, case or "-", t, metric,
+                             fmt(s, own is not None and not own.valid),
+                             fmt(b, peer_s is not None and not peer_s.valid),
+                             peer or "-", ratio(s, b, "higher"),
+                             "%s/%s" % (own.runs() if own else 0,
+                                        peer_s.runs() if peer_s else 0)])
+    return rows
+
+
+def write_sweep_data(recs, impl, outdir):
+    """gnuplot data files for a sweep, one per bench: DIR/sweep-<bench>.dat,
+    one block per case (gnuplot's index; a "# case" line before each), a
+    row per thread count, a column per impl (NaN: no valid run). Returns
+    their paths."""
+    import os
+    os.makedirs(outdir, exist_ok=True)
+    paths = []
+    for bench, cases in sweep_groups(recs).items():
+        runs = [r for r in recs if r["bench"] == bench]
+        metric = sweep_metric(bench, runs)
+        impls = impl_order([r["impl"] for r in runs], impl)
+        blocks = []
+        for case, by_t in cases.items():
+            lines = ["# case %s" % (case or "-")]
+            for threads in sorted(by_t):
+                cells = []
+                for name in impls:
+                    rs = by_t[threads].get(name)
+                    s = Summary(rs) if rs else None
+                    v = s.median(metric) if s and s.valid else None
+                    cells.append("NaN" if v is None else "%.10g" % v)
+                lines.append("%d %s" % (threads, " ".join(cells)))
+            blocks.append("\n".join(lines) + "\n")
+        path = os.path.join(outdir, "sweep-%s.dat" % bench)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("# bench=%s metric=%s better=higher\n" % (bench, metric))
+            f.write("# medians per (case, threads, impl), by bench/table.py "
+                    "--sweep; NaN: no valid run\n")
+            f.write("# columns: threads %s\n" % " ".join(impls))
+            f.write("\n\n".join(blocks))
+        paths.append(path)
+    return paths
+
+
 def print_table(header, rows, markdown):
     if markdown:
         print("| " + " | ".join(header) + " |")
@@ -473,6 +589,12 @@ def main():
     ap.add_argument("--data", metavar="DIR",
                     help="write gnuplot data files into DIR instead of "
                     "printing a table")
+    ap.add_argument("--sweep", action="store_true",
+                    help="a thread-count sweep: one row per (bench, case, "
+                    "T) of the throughput metric; with --data, one data "
+                    "file per bench, T down, impls across")
+    ap.add_argument("--cpus", type=int, default=0, metavar="N",
+                    help="with --sweep: mark T > N as oversubscribed")
     args = ap.parse_args()
 
     recs = read_records(args.files)
@@ -481,6 +603,8 @@ def main():
     if not recs:
         print("table.py: no RESULT lines", file=sys.stderr)
         return 1
+    if args.sweep:
+        return print_sweep(recs, args)
     if args.data:
         for path in write_data(recs, args.impl, args.data):
             print(path)
@@ -503,6 +627,26 @@ def main():
     for note in (invalid_note(recs), missing_targets_note(recs)):
         if note:
             print(note)
+    return 0
+
+
+def print_sweep(recs, args):
+    if args.data:
+        for path in write_sweep_data(recs, args.impl, args.data):
+            print(path)
+        return 0
+    impl = args.impl
+    print_table(["bench", "case", "T", "metric", impl, "best other",
+                 "which", "%s/best" % impl, "runs"],
+                sweep_rows(recs, impl, args.cpus), args.markdown)
+    print()
+    print("Values are medians per (bench, case, T, impl); higher is better; "
+          "%s/best > 1: %s ahead. ! = only invalid runs." % (impl, impl))
+    if args.cpus:
+        print("(over): T > %d, more pool workers than CPUs." % args.cpus)
+    note = invalid_note(recs)
+    if note:
+        print(note)
     return 0
 
 
