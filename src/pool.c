@@ -428,32 +428,20 @@ static void pool_shutdown(serex_executor *ex)
 }
 
 /*
- * Claims a worker's run queue and next-task slot (as a thief would).
- * Under every shard's locks: no refill can run; no steal or local push is
- * under way and none can start (STOP, `moving`).
+ * Claims a worker's run queue and next-task slot (as a thief would),
+ * straight into the slot's claim array (made at create: room for a full
+ * run queue and the slot). Under every shard's locks: no refill can run;
+ * no steal or local push is under way and none can start (STOP,
+ * `moving`), so one take empties the run queue.
  */
 static size_t slot_claim(struct slot *s)
 {
-    /* acquire (all): the records were written before the tail */
-    uint64_t h = atomic_load_explicit(&s->q.head, memory_order_acquire);
+    unsigned n = serex__runq_take(&s->q, s->claim, SEREX__RUNQ_CAP);
 
-    s->taken_h = s->taken_t = 0;
-    for (;;) {
-        uint64_t t = atomic_load_explicit(&s->q.tail, memory_order_acquire);
-
-        if (h == t)
-            break;
-        /* acq_rel: decides each task's one taker against its owner */
-        if (atomic_compare_exchange_weak_explicit(&s->q.head, &h, t,
-                                                  memory_order_acq_rel,
-                                                  memory_order_acquire)) {
-            s->taken_h = h;
-            s->taken_t = t;
-            break;
-        }
-    }
-    s->next_taken = serex__next_take(&s->next, &s->next_rec, NULL);
-    return (size_t)(s->taken_t - s->taken_h) + (s->next_taken ? 1 : 0);
+    if (serex__next_take(&s->next, &s->claim[n], NULL))
+        n++;
+    s->claim_n = n;
+    return n;
 }
 
 /*
@@ -536,9 +524,9 @@ static void run_sort(struct claimed_run *c)
 }
 
 /*
- * Claimed run @i of NORMAL: shard i, or (i >= ninj) the slot i - ninj,
- * whose records were copied into its claim array (made at create) by
- * claimed_prepare. The cursor (`next`) lives in the shard or slot.
+ * Claimed run @i of NORMAL: shard i, or (i >= ninj) the claim array of
+ * slot i - ninj (slot_claim). The cursor (`next`) lives in the shard or
+ * slot.
  */
 static struct claimed_run claimed_run_of(struct pool *p, unsigned i,
                                          uint64_t **next)
@@ -558,22 +546,11 @@ static struct claimed_run claimed_run_of(struct pool *p, unsigned i,
     }
 }
 
-/* Copies each slot's claimed records into its claim array; sorts every
- * run in place. */
+/* Sorts every claimed run in place. */
 static void claimed_prepare(struct pool *p)
 {
     uint64_t *next;
 
-    for (unsigned i = 0; i < p->max; i++) {
-        struct slot *s = &p->slots[i];
-        uint64_t n = 0;
-
-        for (uint64_t j = s->taken_h; j != s->taken_t; j++)
-            serex__runq_read(serex__runq_at(&s->q, j), &s->claim[n++]);
-        if (s->next_taken)
-            s->claim[n++] = s->next_rec;
-        s->claim_n = n;
-    }
     for (unsigned i = 0; i < p->ninj + p->max; i++) {
         struct claimed_run c = claimed_run_of(p, i, &next);
 

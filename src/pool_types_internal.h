@@ -110,10 +110,8 @@ struct slot {
     _Atomic uint64_t refused;  /* its executes refused locally (relaxed) */
     _Atomic uint32_t moving; /* a steal or a local push in progress (for
                                 shutdown_now); written by this worker */
-    /* What shutdown_now took (only the call that set STOP uses them) */
-    uint64_t taken_h, taken_t;      /* of q */
-    bool next_taken;
-    struct serex__task_rec next_rec;
+    /* What shutdown_now took (only the call that set STOP uses them):
+     * q's tasks and the slot's, in claim[0, claim_n) */
     struct serex__task_rec *claim; /* room for them all, made at create */
     uint64_t claim_n, claim_next;
     bool report;           /* set before the thread starts: create waits

@@ -27,8 +27,10 @@
  *  - shutdown_now (SHUT 1): sets STOP, waits until each slot's `moving`
  *    is 0 (the owner's, then the thief's, as the C loop), then under the
  *    shared queue's lock takes the shared queue, and claims each worker's
- *    run queue (CAS of head to tail) and slot (serex__next_take); it reads
- *    the claimed records after unlocking (claimed_each) and hands them back.
+ *    run queue (CAS of head to tail) and slot (serex__next_take), and
+ *    reads the claimed records after the claim. (The C code claims with
+ *    serex__runq_take, reading before its CAS as a thief does; with no
+ *    writer left once every `moving` is 0, both orders read the same.)
  *
  * Memory: every index and every field of a record is one atomic variable,
  * read and written in its own step (a record's `fn` and `stamp` apart, so
