@@ -100,20 +100,8 @@ plots=(
 )
 
 # A fixed colour per impl, so a peer looks the same in every plot.
-declare -A colour=(
-    [serex]="#d95f02" [asio]="#1b9e77" [cthreadpool]="#7570b3"
-    [libuv]="#e7298a" [tbb]="#66a61e" [jdk-tpe]="#e6ab02"
-    [jdk-serial]="#a6761d" [striped-map]="#666666" [jdk-stpe]="#1f78b4"
-    [netty-hwt]="#a6cee3"
-)
-spare=("#b15928" "#fb9a99" "#cab2d6" "#ffff99" "#b2df8a" "#fdbf6f")
-nspare=0
-pick_colour() {  # impl: colour[impl] set (not in a subshell, so it sticks)
-    if [ -z "${colour[$1]:-}" ]; then
-        colour[$1]="${spare[$((nspare % ${#spare[@]}))]}"
-        nspare=$((nspare + 1))
-    fi
-}
+# shellcheck source=bench/plot_colours.sh
+. "$here/plot_colours.sh" # colour[impl], pick_colour
 
 # The impls of a data file, from its "# columns: case IMPL ..." line.
 columns_of() { sed -n 's/^# columns: case //p' "$1"; }

@@ -75,23 +75,8 @@ trap 'rm -rf "$tmp"' EXIT
 mapfile -t data < <("${table[@]}" --sweep --data "$tmp" "$file")
 [ ${#data[@]} -gt 0 ] || die "no RESULT lines with a throughput metric in $shown"
 
-# A fixed colour per impl, as in bench/plots.sh, so a peer looks the same
-# in every plot.
-declare -A colour=(
-    [serex]="#d95f02" [asio]="#1b9e77" [cthreadpool]="#7570b3"
-    [libuv]="#e7298a" [tbb]="#66a61e" [jdk-tpe]="#e6ab02"
-    [jdk-serial]="#a6761d" [striped-map]="#666666" [jdk-stpe]="#1f78b4"
-    [netty-hwt]="#a6cee3" [tokio]="#17becf" [tokio-spawn]="#fb9a99"
-    [tokio-delayqueue]="#cab2d6" [caf]="#6a3d9a" [serex-nogroup]="#fdbf6f"
-)
-spare=("#b2df8a" "#ff7f00" "#33a02c" "#e31a1c")
-nspare=0
-pick_colour() {
-    if [ -z "${colour[$1]:-}" ]; then
-        colour[$1]="${spare[$((nspare % ${#spare[@]}))]}"
-        nspare=$((nspare + 1))
-    fi
-}
+# shellcheck source=bench/plot_colours.sh
+. "$here/plot_colours.sh" # colour[impl], pick_colour
 
 title_of() {
     case "$1" in
