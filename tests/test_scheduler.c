@@ -1368,6 +1368,57 @@ static void batch_cancel_inside_a_batch_skips_and_frees(void **state)
 /* The target's shutdown_now takes the batch back: one task; each run in
  * it ends, in order, a one-shot's task handed to on_pending (not the
  * cancelled one's, nor the periodic timer's: it ends) - promise 2a. */
+/*
+ * The rest a started batch passes on (the runs after its first 8) is a task
+ * of its own: the target's shutdown_now takes it back, each one-shot's
+ * task handed back in order (@drop 0), or its destroy drops it (@drop 1:
+ * the op's dropped hook without an on_pending), each run ended and its
+ * record freed: the ASan stage's leak check fails if the dropped rest
+ * leaks a timer.
+ */
+static void batch_rest_taken_back_or_dropped(struct fixture *f, int drop)
+{
+    serex_scheduler *s = make_manual(f, 0);
+    serex_fn fns[16];
+    void *args[16];
+    struct test_pending tp = {0, 16, fns, args};
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(
+            serex_schedule(s, f->manual, MS, log_task, &f->ids[i], NULL),
+            SEREX_OK);
+    assert_int_equal(serex_scheduler_advance(s, MS), SEREX_OK);
+    assert_true(serex_manual_run_one(f->manual)); /* 8 run, 12 passed on */
+    assert_int_equal(nlog(f), 8);
+    assert_int_equal(serex_scheduler_pending(s), 12);
+    if (drop) {
+        assert_int_equal(serex_destroy(f->manual), SEREX_OK);
+        f->manual = NULL;
+    } else {
+        assert_int_equal(serex_shutdown_now(f->manual, test_pending_cb, &tp),
+                         1);
+        assert_int_equal(serex_await_termination(f->manual, 0), SEREX_OK);
+    }
+    assert_int_equal(nlog(f), 8);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    assert_int_equal(tp.n, drop ? 0 : 12);
+    for (size_t k = 0; k < tp.n; k++) {
+        assert_ptr_equal(fns[k], log_task);
+        assert_ptr_equal(args[k], &f->ids[8 + k]);
+    }
+}
+
+static void batch_rest_taken_back_hands_back_in_order(void **state)
+{
+    batch_rest_taken_back_or_dropped(*state, 0);
+}
+
+static void batch_rest_dropped_ends_each_run(void **state)
+{
+    batch_rest_taken_back_or_dropped(*state, 1);
+}
+
 static void batch_taken_back_hands_back_each_one_shot_in_order(void **state)
 {
     struct fixture *f = *state;
@@ -2619,6 +2670,8 @@ int main(void)
         T(batch_more_targets_than_the_table),
         T(batch_cancel_inside_a_batch_skips_and_frees),
         T(batch_taken_back_hands_back_each_one_shot_in_order),
+        T(batch_rest_taken_back_hands_back_in_order),
+        T(batch_rest_dropped_ends_each_run),
         T(batch_refused_is_refused_run_by_run),
         T(batch_run_awaiting_its_scheduler_is_edeadlk),
         T(shutdown_cancels_periodic_lets_one_shots_fire),
