@@ -28,6 +28,7 @@
 #include "pool_internal.h"
 #include "pool_runq_internal.h"
 #include "spinlock_internal.h"
+#include "stats_internal.h"
 #include "thread_internal.h"
 
 #define ST_SHUTDOWN 1u /* no new tasks; workers leave once it is empty */
@@ -406,17 +407,8 @@ static inline int serex__pool_push_local(struct pool *p, struct slot *me,
     }
     /* release: our queues before shutdown_now's acquire load */
     atomic_store_explicit(&me->moving, 0, memory_order_release);
-    /* relaxed (both): counts written by this worker only */
-    if (rc == SEREX_OK)
-        atomic_store_explicit(
-            &me->pushed,
-            atomic_load_explicit(&me->pushed, memory_order_relaxed) + 1,
-            memory_order_relaxed);
-    else
-        atomic_store_explicit(
-            &me->refused,
-            atomic_load_explicit(&me->refused, memory_order_relaxed) + 1,
-            memory_order_relaxed);
+    /* counts written by this worker only */
+    serex__stat_add(rc == SEREX_OK ? &me->pushed : &me->refused, 1);
     return rc;
 }
 
