@@ -1206,30 +1206,21 @@ static void batch_run(struct serex_scheduler *s, struct serex_timer *t)
  * (it is shutting down, or full), they run here, in order: the target
  * accepted them with the batch.
  */
+static int batch_submit(struct serex_scheduler *s, serex_executor *target,
+                        struct serex_timer *t, bool yield);
+
 static void timer_run(struct serex__op *op)
 {
     struct serex_timer *t = serex__container_of(op, struct serex_timer, op);
     struct serex_scheduler *s = timer_shard(t)->s;
-    serex_executor *target = t->target;
     struct serex_timer *end = t, *rest;
 
     for (unsigned k = 1; k < BATCH_RUNS && end->batch_next != NULL; k++)
         end = end->batch_next;
     rest = batch_take_next(end); /* ours: t .. end */
-
-    if (rest != NULL) {
-        /* a hold for the new batch: ours keeps the scheduler meanwhile */
-        serex__life_hold(&s->life);
-        rest->op.cls = &timer_run_class; /* out of the wheel: free */
-        if (serex__op_yield(target, &rest->op) == SEREX_OK) {
-            rest = NULL; /* the target's now: it may be gone already */
-        } else {
-            bool last = serex__life_release(&s->life);
-
-            SEREX_ASSERT(!last); /* we still hold ours */
-            (void)last;
-        }
-    }
+    /* our hold keeps the scheduler while the rest takes its own */
+    if (rest != NULL && batch_submit(s, t->target, rest, true) == SEREX_OK)
+        rest = NULL; /* the target's now: it may be gone already */
     batch_run(s, t);
     batch_run(s, rest);
     run_out(s);
@@ -1294,30 +1285,48 @@ static void run_refused(struct serex_scheduler *s, struct serex_timer *t,
     }
 }
 
+/*
+ * Queues the batch that begins at @t on @target as one task (@yield: a
+ * batch passed on by a running one, serex__op_yield), with a hold on the
+ * scheduler for it: the batch holds the scheduler until it ends
+ * (run_out), so destroy waits for it, or, if it can never come, detaches
+ * and leaves it the free. The caller holds it meanwhile (the timer thread,
+ * which destroy joins first; an advance, which destroy must not race; or
+ * the running batch), so a refusal's release is never the last. Returns
+ * the target's status; on a refusal the batch is still the caller's.
+ */
+static int batch_submit(struct serex_scheduler *s, serex_executor *target,
+                        struct serex_timer *t, bool yield)
+{
+    bool last;
+    int rc;
+
+    serex__life_hold(&s->life);
+    t->op.cls = &timer_run_class; /* out of the wheel: `next` is free */
+    rc = yield ? serex__op_yield(target, &t->op)
+               : serex__op_submit(target, &t->op);
+    if (rc == SEREX_OK)
+        return rc; /* the batch is the target's: t may be gone already */
+    last = serex__life_release(&s->life);
+    SEREX_ASSERT(!last); /* not detached: see above */
+    (void)last;
+    return rc;
+}
+
 /* Hands the batch that begins at @t (each run QUEUED) to @target as one
  * task, or runs it here (target NULL). */
 static void batch_dispatch(struct serex_scheduler *s, serex_executor *target,
                            struct serex_timer *t)
 {
-    bool last;
     int rc;
 
     if (target == NULL) {
         batch_run(s, t);
         return;
     }
-    /* The batch holds the scheduler until it ends (run_out): destroy
-     * waits for it, or, if it can never come, detaches and leaves it the
-     * free. Held while we are inside: the timer thread (destroy joins it
-     * first) or an advance (which destroy must not race). */
-    serex__life_hold(&s->life);
-    t->op.cls = &timer_run_class; /* out of the wheel: `next` is free */
-    rc = serex__op_submit(target, &t->op);
+    rc = batch_submit(s, target, t, false);
     if (rc == SEREX_OK)
-        return; /* the batch is the target's: t may be gone already */
-    last = serex__life_release(&s->life);
-    SEREX_ASSERT(!last); /* not detached: see above */
-    (void)last;
+        return;
     while (t != NULL) { /* still ours: each run refused, in order */
         struct serex_timer *next = batch_take_next(t);
 
