@@ -129,11 +129,7 @@ static unsigned pool_steal(struct pool *p, struct slot *me,
 {
     unsigned n = 0;
 
-    /* seq_cst (both): register, then look for STOP; shutdown_now sets STOP,
-     * then looks at every `moving`: one of us sees the other. A flag in
-     * our own slot, not a count for all: every steal writes it */
-    atomic_store_explicit(&me->moving, 1, memory_order_seq_cst);
-    if (!(atomic_load_explicit(&p->state, memory_order_seq_cst) & ST_STOP)) {
+    if (!(serex__pool_moving_begin(p, me) & ST_STOP)) {
         unsigned self = (unsigned)(me - p->slots);
 
         for (unsigned k = 1; k < p->max && n == 0; k++)
@@ -145,8 +141,7 @@ static unsigned pool_steal(struct pool *p, struct slot *me,
         else if (n == 0 && slots && next_look(p, me, out))
             n = 1;
     }
-    /* release: our published queue before shutdown_now's acquire load */
-    atomic_store_explicit(&me->moving, 0, memory_order_release);
+    serex__pool_moving_end(me);
     return n;
 }
 

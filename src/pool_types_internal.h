@@ -369,6 +369,28 @@ static inline struct slot *serex__pool_self(void)
 }
 
 /*
+ * A local push or a steal moves tasks between queues in steps: it marks
+ * its slot `moving` first, then reads the state flags (returned); at its
+ * end it clears the mark. shutdown_now sets STOP, then waits until no
+ * slot is moving: seq_cst (both loads and stores), so one of the two sees
+ * the other (tests/model/pool_runq.pml). A flag in our own slot, not a
+ * count for all: every such move writes it.
+ */
+static inline uint32_t serex__pool_moving_begin(struct pool *p,
+                                                struct slot *me)
+{
+    /* seq_cst (both): the store-then-load against shutdown_now's (above) */
+    atomic_store_explicit(&me->moving, 1, memory_order_seq_cst);
+    return atomic_load_explicit(&p->state, memory_order_seq_cst);
+}
+
+static inline void serex__pool_moving_end(struct slot *me)
+{
+    /* release: our queues before shutdown_now's acquire load */
+    atomic_store_explicit(&me->moving, 0, memory_order_release);
+}
+
+/*
  * The local push: a task that one of the pool's own workers submits goes
  * to that worker's next-task slot (the task there before moves to the back
  * of its run queue), or, for a yield (a serial or lane giving its thread
@@ -385,10 +407,7 @@ static inline int serex__pool_push_local(struct pool *p, struct slot *me,
     struct serex__task_rec r = {fn, arg, serex__pool_stamp_next()}, old;
     int rc = SEREX_OK;
 
-    /* seq_cst (both): as in pool_steal (pool_local.c) */
-    atomic_store_explicit(&me->moving, 1, memory_order_seq_cst);
-    if (serex__unlikely(atomic_load_explicit(&p->state, memory_order_seq_cst) &
-                        ST_SHUTDOWN)) {
+    if (serex__unlikely(serex__pool_moving_begin(p, me) & ST_SHUTDOWN)) {
         rc = SEREX_EREJECTED;
     } else if (serex__unlikely(serex__yield_requested())) {
         if (!serex__runq_push(&me->q, &r))
@@ -405,8 +424,7 @@ static inline int serex__pool_push_local(struct pool *p, struct slot *me,
         }
         serex__next_put(&me->next, &r);
     }
-    /* release: our queues before shutdown_now's acquire load */
-    atomic_store_explicit(&me->moving, 0, memory_order_release);
+    serex__pool_moving_end(me);
     /* counts written by this worker only */
     serex__stat_add(rc == SEREX_OK ? &me->pushed : &me->refused, 1);
     return rc;
