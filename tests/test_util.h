@@ -112,7 +112,10 @@ static inline int test_thread_count(void)
 }
 
 /* A joined thread may stay listed for a moment: polls, bounded, until
- * the count is back to @base (nothing to check when @base is -1). */
+ * the count is back to @base or below (nothing to check when @base is
+ * -1). Below: @base itself may have counted a thread of an earlier run
+ * still leaving (stage i saw 1 thread where its base had counted 2); a
+ * thread left behind still fails it. */
 static inline void test_assert_threads_back_to(int base)
 {
     int64_t deadline = test_now_ns() + 5 * SEC;
@@ -120,9 +123,9 @@ static inline void test_assert_threads_back_to(int base)
 
     if (base < 0)
         return;
-    while ((n = test_thread_count()) != base && test_now_ns() < deadline)
+    while ((n = test_thread_count()) > base && test_now_ns() < deadline)
         test_sleep_ns(MS);
-    assert_int_equal(n, base);
+    assert_true(n <= base);
 }
 
 /* CPU time the whole process has used (every thread), in nanoseconds.
