@@ -131,6 +131,7 @@ configs=(
     "mut-sched-link-after;assertion violated \\(freed;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_LINK_AFTER;sched_batch.pml"
     "mut-sched-cancel-frees;assertion violated \\(freed;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_CANCEL_FREES;sched_batch.pml"
     "mut-sched-drop-no-state;assertion violated \\(\\(\\(\\(ran;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_DROP_NO_STATE;sched_batch.pml"
+    "mut-sched-gather-held;assertion violated \\(freed;safety;-DNT=2 -DPER=2 -DMUT_GATHER_HELD;sched_batch.pml"
 )
 
 ensure_spin() {

@@ -1365,6 +1365,56 @@ static void batch_cancel_inside_a_batch_skips_and_frees(void **state)
     assert_int_equal(serex_scheduler_pending(s), 0);
 }
 
+/*
+ * A batch settles its runs in groups (src/scheduler.c, "Settling in
+ * groups"): each run is DONE at once, and the records with no handle are
+ * freed under one shard lock when the batch's task ends. 20 one-shots
+ * whose handles are released before they run: after the two tasks of the
+ * batch, every record is free again, and the next 20 schedules get those
+ * very records back (a record the gather failed to free would leave the
+ * new ones to come from unused slab space).
+ */
+static void batch_settles_in_groups_and_frees_every_record(void **state)
+{
+    struct fixture *f = *state;
+    serex_scheduler *s = make_manual(f, 0);
+    serex_timer *h[20], *again[20], *keeper;
+    int found;
+
+    assert_int_equal(serex_manual_create(&f->manual), SEREX_OK);
+    /* keeps the slab from emptying (an empty one starts afresh) */
+    assert_int_equal(
+        serex_schedule(s, NULL, SEC, log_task, &f->ids[0], &keeper), SEREX_OK);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(
+            serex_schedule(s, f->manual, MS, log_task, &f->ids[i], &h[i]),
+            SEREX_OK);
+    for (int i = 0; i < 20; i++)
+        serex_timer_release(h[i]); /* the runs' settles free them */
+    assert_int_equal(serex_scheduler_advance(s, MS), SEREX_OK);
+    assert_true(serex_manual_run_one(f->manual)); /* 8 run, 12 passed on */
+    assert_int_equal(nlog(f), 8);
+    assert_int_equal(serex_scheduler_pending(s), 13); /* the keeper too */
+    assert_int_equal(test_run_all(f->manual), RUN_TASKS(12));
+    assert_int_equal(nlog(f), 20);
+    assert_int_equal(serex_scheduler_pending(s), 1);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(
+            serex_schedule(s, f->manual, SEC, log_task, &f->ids[i], &again[i]),
+            SEREX_OK);
+    for (int i = 0; i < 20; i++) {
+        found = 0;
+        for (int j = 0; j < 20; j++)
+            found += again[i] == h[j];
+        assert_int_equal(found, 1);
+        assert_true(serex_timer_cancel(again[i]));
+        serex_timer_release(again[i]);
+    }
+    assert_true(serex_timer_cancel(keeper));
+    serex_timer_release(keeper);
+    assert_int_equal(serex_scheduler_pending(s), 0);
+}
+
 /* The target's shutdown_now takes the batch back: one task; each run in
  * it ends, in order, a one-shot's task handed to on_pending (not the
  * cancelled one's, nor the periodic timer's: it ends) - promise 2a. */
@@ -2669,6 +2719,7 @@ int main(void)
         T(batch_per_target_two_targets_and_the_timer_thread),
         T(batch_more_targets_than_the_table),
         T(batch_cancel_inside_a_batch_skips_and_frees),
+        T(batch_settles_in_groups_and_frees_every_record),
         T(batch_taken_back_hands_back_each_one_shot_in_order),
         T(batch_rest_taken_back_hands_back_in_order),
         T(batch_rest_dropped_ends_each_run),

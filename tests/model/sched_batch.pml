@@ -28,8 +28,11 @@
  *    moment and go out alone in a new batch (its link rewritten), which
  *    the target again runs, takes back or refuses, while the first
  *    batch's owner may still be walking.
- * settle (sched_settle: the CAS loop to DONE under the shard lock, the
- * free if no handle) is one step; so is each CAS, and the load before a
+ * settle (settle_into: the CAS loop to DONE, lock-free in C) is one
+ * step; the free of a record with no handle is one more, made at once
+ * for a refused run (sched_settle) and at the end of the owner's walk for
+ * a run or a drop (settle_flush: the batch gathers its records and frees
+ * them under one lock); so is each CAS, and the load before a
  * CAS is merged with it where a failed CAS only leads to looking again.
  * A record's state and HANDLE share the tag word in C; a CAS on one that
  * fails because the other changed retries with the same outcome, so they
@@ -54,6 +57,9 @@
  *                     still links to it
  *  MUT_DROP_NO_STATE  the hand-back passes every one-shot's task on,
  *                     without asking whether cancel stopped it
+ *  MUT_GATHER_HELD    a run's settle gathers its record for the batch's
+ *                     free even while the user holds a handle (whose
+ *                     release frees a DONE record too)
  *
  * Check (scripts/check_model.sh runs its configurations the same way):
  *   spin -a -DNT=3 -DPER=1 sched_batch.pml
@@ -94,6 +100,7 @@ bit cancel_true[NT];  /* ghost: a cancel returned true */
 byte finished;        /* ghost: users and firer done */
 byte owners = 1;      /* ghost: batches out (the first, and a re-fire) */
 byte owners_done;     /* ghost: batches whose walk ended */
+byte gathered[NT];    /* the owner (pid + 1) that frees it at its end */
 
 #define periodic(r) ((r) == PER)
 
@@ -108,9 +115,11 @@ inline do_free(r)
     assert(freed[r] == 1)
 }
 
-/* sched_settle: DONE from any state but PENDING; frees if no handle. The
- * state it had goes to @old. */
-inline settle(r, old)
+/* settle_into: DONE from any state but PENDING; the state it had goes to
+ * @old. With no handle the record is ours to free: at once (@later 0:
+ * sched_settle), or gathered and freed at the end of the walk (@later 1:
+ * settle_flush). */
+inline settle(r, old, later)
 {
     atomic {
         touch(r);
@@ -118,9 +127,31 @@ inline settle(r, old)
         assert(old != DONE && old != PENDING);
         st[r] = DONE;
         if
-        :: !handle[r] -> do_free(r)
+        :: !handle[r] && !later -> do_free(r)
+        :: !handle[r] && later -> gathered[r] = _pid + 1
+#ifdef MUT_GATHER_HELD
+        :: handle[r] && later -> gathered[r] = _pid + 1
+#endif
         :: else -> skip
         fi
+    }
+}
+
+/* settle_flush: frees what this owner gathered (under the shard lock in
+ * C: one step) */
+inline flush()
+{
+    atomic {
+        k = 0;
+        do
+        :: k < NT ->
+            if
+            :: gathered[k] == _pid + 1 -> gathered[k] = 0; do_free(k)
+            :: else -> skip
+            fi;
+            k++
+        :: else -> break
+        od
     }
 }
 
@@ -155,19 +186,19 @@ inline run_one(r)
         :: periodic(r) ->
             rearm(r, RUNNING, ok);
             if
-            :: !ok -> settle(r, old)
+            :: !ok -> settle(r, old, 1)
             :: else -> skip
             fi
-        :: else -> settle(r, old)
+        :: else -> settle(r, old, 1)
         fi
-    :: else -> settle(r, old) /* stopped */
+    :: else -> settle(r, old, 1) /* stopped */
     fi
 }
 
 /* timer_run_dropped's step for one run */
 inline drop_one(r)
 {
-    settle(r, old);
+    settle(r, old, 1);
 #ifndef MUT_DROP_NO_STATE
     if
     :: old == QUEUED && !periodic(r) -> handed[r]++
@@ -191,7 +222,7 @@ inline refuse_one(r)
     fi;
     if
     :: !ok ->
-        settle(r, old);
+        settle(r, old, 0);
         if
         :: old == QUEUED && !periodic(r) -> rejected[r]++
         :: else -> skip
@@ -202,7 +233,7 @@ inline refuse_one(r)
 
 proctype owner(byte first)
 {
-    byte r = first, nx, how, old;
+    byte r = first, nx, how, old, k;
     bit started, ok;
 
     if
@@ -228,6 +259,7 @@ proctype owner(byte first)
 #endif
         r = nx
     od;
+    flush();
     owners_done++
 }
 
