@@ -410,7 +410,7 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
 static void pool_wake_all(struct pool *p)
 {
     serex__mutex_lock(&p->mu);
-    serex__cond_broadcast(&p->work_cv);
+    serex__pool_wake_every(p);
     serex__mutex_unlock(&p->mu);
 }
 
@@ -674,7 +674,6 @@ static void pool_free_memory(struct pool *p)
 static void pool_free_final(struct pool *p)
 {
     serex__cond_destroy(&p->term_cv);
-    serex__cond_destroy(&p->work_cv);
     serex__mutex_destroy(&p->mu);
     pool_free_memory(p);
 }
@@ -809,13 +808,9 @@ static int pool_init_sync(struct pool *p)
 {
     if (serex__mutex_init(&p->mu) != SEREX_OK)
         return SEREX_ENOMEM;
-    if (serex__cond_init(&p->work_cv) != SEREX_OK)
-        goto fail_mu;
     if (serex__cond_init(&p->term_cv) != SEREX_OK)
-        goto fail_work;
+        goto fail_mu;
     return SEREX_OK;
-fail_work:
-    serex__cond_destroy(&p->work_cv);
 fail_mu:
     serex__mutex_destroy(&p->mu);
     return SEREX_ENOMEM;

@@ -19,7 +19,9 @@
  * (at most one spins: on a 2-core machine two spinners would steal the
  * producer's core). To park, a worker takes `mu`, increments `sleepers`,
  * (the spinner then clears `spinning`), re-checks every shard, run
- * queue and level, and waits on `work_cv` for a wake-up token (`wakeups`).
+ * queue and level, and, finding nothing, puts itself on the list of
+ * parked workers (`idle`, whose length `sleepers` is) in the same hold of
+ * `mu`, and waits on its own word (`token`) for a wake-up token.
  * A next-task slot's task counts in that re-check for the spinner, and
  * for the others only while no one spins (they come back to spin): the
  * spinner steals it once it has waited, and idle workers do not wake for
@@ -28,25 +30,29 @@
  * handshake covers run queues and slots as it covers the shards.
  * A producer, after its store of `tail`, reads `spinning`, then
  * `sleepers`: if there is a spinner it does nothing; else if someone sleeps
- * it takes `mu`, turns one sleeper into a token (so later producers see
- * one sleeper fewer and leave `mu` alone) and signals; else it makes no
+ * it takes `mu`, takes the last parked worker off the list (so later
+ * producers see one sleeper fewer and leave `mu` alone), unlocks, and
+ * stores a token in that worker's word and wakes it; else it makes no
  * system call at all (a busy pool costs no syscall per task).
  * The store, the loads of `spinning`/`sleepers`, the increment of
  * `sleepers`, the clearing of `spinning` and the worker's re-check of `tail`
  * are all seq_cst: in their single total order, either the producer's load
  * comes after the worker's announcement (it sees a sleeper or no spinner,
  * and wakes), or the worker's re-check comes after the producer's store
- * (it sees the task and does not sleep). The token is handed over under
- * `mu`, which the parking worker holds from its re-check until it waits, so
- * the signal cannot fall between the re-check and the wait. A worker that
- * leaves for any reason takes a token if one is there: the wake-up it
- * stood for is served by that worker's next look at the queue.
+ * (it sees the task and does not sleep). A worker is on the list from
+ * the hold of `mu` in which it re-checked, so a waker that finds
+ * `sleepers` under `mu` finds a worker to wake; the token goes to that
+ * worker's word, which it waits on alone (the parking lot re-reads the
+ * word before it sleeps), so a token stored before the worker sleeps is
+ * not lost, and no other worker can take it. A worker's keep-alive that
+ * passes with no token (read under `mu`, where the list changes) takes
+ * it off the list as it retires.
  * A worker woken from idle that finds more work behind its task wakes the
  * next sleeper (as Tokio's last searching worker does), so a burst after
  * an idle period fans out to every worker.
  * A wake-up hands over the spinner's flag when no one spins: the waker sets
- * `spinning` (a CAS from 0, under `mu`) and marks the token (`spin_handed`);
- * the worker that takes that token, whoever it is, is the spinner from
+ * `spinning` (a CAS from 0, under `mu`) and marks the token (TOKEN_SPIN);
+ * the worker that takes that token is the spinner from
  * then on and clears the flag only as a spinner does (found work: clear,
  * then take; window over: announce, clear, re-check under `mu`). So a
  * producer that sees the flag set before the woken worker runs leaves its
@@ -66,6 +72,7 @@
  * elastic pool grows it; a worker parks through it.
  */
 #include "common_internal.h"
+#include "park_internal.h"
 #include "thread_internal.h"
 
 #include "pool_types_internal.h"
@@ -101,42 +108,96 @@ bool serex__pool_has_work(struct pool *p, bool spinner)
 
 /* --- waking and growing --- */
 
+/* Under mu: the last parked worker, taken off the list (NULL: none). */
+static struct slot *idle_pop(struct pool *p)
+{
+    struct slot *s = p->idle;
+
+    if (s != NULL) {
+        p->idle = s->idle_next;
+        s->idle_next = NULL;
+        /* relaxed: sleepers only changes under mu, which we hold; its
+         * lock-free readers use it only to decide whether to come here */
+        atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
+    }
+    return s;
+}
+
+void serex__pool_idle_remove(struct pool *p, struct slot *s)
+{
+    struct slot **at = &p->idle;
+
+    while (*at != s) /* it is on the list: the caller saw no token */
+        at = &(*at)->idle_next;
+    *at = s->idle_next;
+    s->idle_next = NULL;
+    /* relaxed: as idle_pop */
+    atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
+}
+
 /*
- * Hands one parked worker a token. The token moves it out of `sleepers`
- * at once, so producers that come before it wakes see no sleeper and take
- * no lock: one mutex round trip per actual wake-up, not per task.
+ * Hands @s, taken off the list under mu, its token, after the caller has
+ * unlocked mu: the store wakes it if it has not slept yet, the wake-up if
+ * it has (the parking lot's rule: change the word, then wake). The slot
+ * outlives the call: a producer waking holds the pool (pool_wake_held),
+ * and a worker is in it.
  */
+static void token_give(struct slot *s, uint32_t token)
+{
+    /* release: what the waker did before (the push it wakes for) is
+     * visible to the worker that reads the token with acquire */
+    atomic_store_explicit(&s->token, token, memory_order_release);
+    serex__park_wake_all(&s->token);
+}
+
 /*
- * Turns a sleeper into a token and signals. The token also carries the
- * spinner's flag when no one spins: until the woken worker runs (a few
- * microseconds), every execute then sees a spinner and leaves `mu` alone,
- * instead of each waking one more sleeper (with 16 workers and one fast
- * producer, a system call per task: pool_throughput fell from 8M tasks/s
- * at 2 threads to 0.9M at 16). The worker that takes the token is the
- * spinner from then on (serex__pool_worker_idle), as Tokio hands its
- * searching state to the worker it unparks.
+ * Takes the last parked worker off the list and hands it a token. Taking
+ * it off moves it out of `sleepers` at once, so producers that come before
+ * it wakes see no sleeper and take no lock: one mutex round trip per
+ * actual wake-up, not per task. The token also carries the spinner's flag
+ * when no one spins: until the woken worker runs (a few microseconds),
+ * every execute then sees a spinner and leaves `mu` alone, instead of each
+ * waking one more sleeper (with 16 workers and one fast producer, a system
+ * call per task: pool_throughput fell from 8M tasks/s at 2 threads to
+ * 0.9M at 16). The worker that takes the token is the spinner from then
+ * on (serex__pool_worker_idle), as Tokio hands its searching state to the
+ * worker it unparks. The token goes to that one worker's own word, after
+ * mu is released: no condition variable that every parked worker and
+ * every waker share (its futex, and the mutex each woken worker took
+ * again, were 12 % of striped_throughput's CPU on 16 cores, in the
+ * kernel's lock of one futex bucket), and the worker parked last, whose
+ * lines are warmest, goes first.
  */
 static void pool_wake_one(struct pool *p)
 {
-    serex__mutex_lock(&p->mu);
-    /* relaxed (both): sleepers only changes under mu, which we hold; its
-     * lock-free readers use it only to decide whether to come here */
-    if (atomic_load_explicit(&p->sleepers, memory_order_relaxed) > 0) {
-        uint32_t zero = 0;
+    struct slot *s;
+    uint32_t token = TOKEN_WAKE, zero = 0;
 
-        atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
-        p->wakeups++;
+    serex__mutex_lock(&p->mu);
+    s = idle_pop(p);
+    if (s != NULL) {
         p->wakes++;
         /* seq_cst: a producer that reads this 1 leaves its task to the
          * token's taker, who clears the flag as a spinner does and then
-         * looks (the handshake of the essay, with the taker as spinner) */
-        if (!p->spin_handed && atomic_compare_exchange_strong_explicit(
-                                   &p->spinning, &zero, 1, memory_order_seq_cst,
-                                   memory_order_relaxed))
-            p->spin_handed = true;
-        serex__cond_signal(&p->work_cv);
+         * looks (the handshake of the essay, with the taker as spinner).
+         * It fails while a token handed earlier still carries the flag:
+         * its taker has not cleared it yet. */
+        if (atomic_compare_exchange_strong_explicit(&p->spinning, &zero, 1,
+                                                    memory_order_seq_cst,
+                                                    memory_order_relaxed))
+            token |= TOKEN_SPIN;
     }
     serex__mutex_unlock(&p->mu);
+    if (s != NULL)
+        token_give(s, token);
+}
+
+void serex__pool_wake_every(struct pool *p)
+{
+    struct slot *s;
+
+    while ((s = idle_pop(p)) != NULL) /* under mu: shutdown is rare */
+        token_give(s, TOKEN_WAKE);
 }
 
 void serex__pool_wake(struct pool *p, enum wake_need w)

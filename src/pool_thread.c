@@ -71,6 +71,7 @@
 
 #include "common_internal.h"
 #include "executor_internal.h"
+#include "park_internal.h"
 #include "pool_types_internal.h"
 
 /* --- starting --- */
@@ -176,50 +177,66 @@ static bool thread_retire(struct pool *p, struct slot *s)
 }
 
 /*
- * The park handshake's waiting half (pool_idle.c's essay): under mu,
- * sleepers + wakeups is the number of workers in here: a waker turns a
- * sleeper into a token, and whoever leaves takes a token if there is one
- * (its wake-up is then served by this worker's look at the queue), else
- * leaves `sleepers`. The token may carry the spinning flag: then *@handed
- * is set, and we are the spinner. On an elastic pool the wait has the
- * keep-alive's deadline (the essay above).
+ * The park handshake's waiting half (pool_idle.c's essay). Under mu the
+ * worker counts itself in `sleepers` and re-checks; with nothing to do it
+ * goes on the list of parked workers (`idle`, of which `sleepers` is the
+ * length), in the same hold of mu, and waits on its own `token` word
+ * until a waker takes it off the list and hands it a token. The token
+ * may carry the spinning flag: then *@handed is set, and we are the
+ * spinner. On an elastic pool the wait has the keep-alive's deadline:
+ * when it passes with no token (looked at under mu, where tokens are
+ * given), the worker retires if the pool is above its core count, taking
+ * itself off the list, or waits a period more (the essay above).
  */
 bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
                              bool *handed)
 {
-    bool elastic = p->max > p->core, keep = true;
+    bool elastic = p->max > p->core;
     int64_t deadline = elastic ? serex__deadline(p->keep_alive_ns) : INT64_MAX;
+    uint32_t token;
 
+    *handed = false;
     serex__mutex_lock(&p->mu);
     /* seq_cst: announce before the re-check below (pool_idle.c's essay) */
     atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
     if (spinner) /* seq_cst: after the announcement, before the re-check */
         atomic_store_explicit(&p->spinning, 0, memory_order_seq_cst);
-    for (;;) {
-        /* relaxed: shutdown sets the flag before taking mu to broadcast */
-        if (p->wakeups > 0 || serex__pool_has_work(p, spinner) ||
-            (atomic_load_explicit(&p->state, memory_order_relaxed) &
-             ST_SHUTDOWN))
-            break;
-        if (elastic && serex__now_ns() >= deadline) {
-            if (thread_retire(p, s)) {
-                keep = false;
-                break;
-            }
-            /* a core thread for now: the next look is a period away */
-            deadline = serex__deadline(p->keep_alive_ns);
-        }
-        serex__cond_wait_until(&p->work_cv, &p->mu, deadline);
-    }
-    *handed = false;
-    if (p->wakeups > 0) {
-        p->wakeups--;
-        *handed = p->spin_handed;
-        p->spin_handed = false;
-    } else /* relaxed: under mu (see pool_idle.c's pool_wake_one) */
+    /* relaxed: shutdown sets the flag before it takes mu to wake us */
+    if (serex__pool_has_work(p, spinner) ||
+        (atomic_load_explicit(&p->state, memory_order_relaxed) &
+         ST_SHUTDOWN)) {
+        /* relaxed: under mu (see pool_idle.c's idle_pop) */
         atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
+        serex__mutex_unlock(&p->mu);
+        return true;
+    }
+    /* relaxed: under mu, before a waker can see us on the list */
+    atomic_store_explicit(&s->token, 0, memory_order_relaxed);
+    s->idle_next = p->idle;
+    p->idle = s;
     serex__mutex_unlock(&p->mu);
-    return keep;
+    for (;;) {
+        /* acquire: pairs with token_give's release */
+        token = atomic_load_explicit(&s->token, memory_order_acquire);
+        if (token != 0)
+            break;
+        if (serex__park_wait(&s->token, 0, deadline) != SEREX_ETIMEDOUT)
+            continue;
+        /* the keep-alive passed (elastic pools only) */
+        serex__mutex_lock(&p->mu);
+        /* relaxed: tokens are given to workers on the list under mu */
+        token = atomic_load_explicit(&s->token, memory_order_relaxed);
+        if (token == 0 && thread_retire(p, s)) {
+            serex__pool_idle_remove(p, s);
+            serex__mutex_unlock(&p->mu);
+            return false;
+        }
+        serex__mutex_unlock(&p->mu);
+        /* a core thread for now: the next look is a period away */
+        deadline = serex__deadline(p->keep_alive_ns);
+    }
+    *handed = (token & TOKEN_SPIN) != 0;
+    return true;
 }
 
 /* --- leaving --- */
@@ -355,7 +372,7 @@ int serex__pool_threads_start_core(struct pool *p)
         /* relaxed: the broadcast under mu below orders it for parkers */
         atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
                                  memory_order_relaxed);
-        serex__cond_broadcast(&p->work_cv);
+        serex__pool_wake_every(p);
     }
     serex__mutex_unlock(&p->mu);
     return rc;

@@ -90,6 +90,10 @@ struct inject {
     uint64_t claim_next;         /* its hand-back's cursor */
 };
 
+/* A parked worker's token (struct slot's `token`). */
+#define TOKEN_WAKE 1u  /* woken: look at the queues */
+#define TOKEN_SPIN 2u  /* and the spinner's flag with it (pool_idle.c) */
+
 #define INJECT_MAX 16u /* shards at most; a power of two */
 
 struct slot {
@@ -111,6 +115,10 @@ struct slot {
     _Atomic uint64_t refused;  /* its executes refused locally (relaxed) */
     _Atomic uint32_t moving; /* a steal or a local push in progress (for
                                 shutdown_now); written by this worker */
+    /* Parked (pool_idle.c's essay): the token a waker hands this worker,
+     * 0 until then (TOKEN_*); the worker waits on this word alone. */
+    _Atomic uint32_t token;
+    struct slot *idle_next; /* under mu: the next parked worker */
     /* What shutdown_now took (only the call that set STOP uses them):
      * q's tasks and the slot's, in claim[0, claim_n) */
     struct serex__task_rec *claim; /* room for them all, made at create */
@@ -150,15 +158,14 @@ struct pool {
     /* Idle accounting: read by every execute, written on idle changes. */
     _Alignas(SEREX__CACHELINE) _Atomic uint32_t spinning; /* 0 or 1 */
     _Atomic int64_t spin_ns;   /* the spin window; only the spinner writes */
-    _Atomic uint32_t sleepers; /* parked, without a token; under mu */
+    _Atomic uint32_t sleepers; /* parked, without a token; under mu: the
+                                  length of `idle` */
 
     /* Cold: parking, thread management, configuration. */
     _Alignas(SEREX__CACHELINE) serex__mutex mu;
-    serex__cond work_cv;   /* parked workers wait here for a token */
     serex__cond term_cv;   /* await_termination waits here */
-    unsigned wakeups;      /* tokens for parked workers, under mu */
-    bool spin_handed;      /* under mu: a token carries `spinning` (see
-                              pool_wake_one) */
+    struct slot *idle;     /* under mu: parked workers without a token,
+                              the last parked first */
     _Atomic unsigned live; /* LIVE slots; under mu (pool_thread.c) */
     unsigned retiring;     /* under mu: RETIRING slots */
     bool grow_owed;        /* under mu: a start found every slot taken by a
@@ -437,6 +444,12 @@ static inline int serex__pool_push_local(struct pool *p, struct slot *me,
 bool serex__pool_has_work(struct pool *p, bool spinner);
 /* The wake-up serex__pool_wake_need decided (WAKE_NONE: nothing). */
 void serex__pool_wake(struct pool *p, enum wake_need w);
+/* Under mu: hands every parked worker a token (shutdown, a failed
+ * create): each then looks at the pool's state. */
+void serex__pool_wake_every(struct pool *p);
+/* Under mu: a parked worker taken off the list of parked ones (@s is on
+ * it: its keep-alive passed with no token). */
+void serex__pool_idle_remove(struct pool *p, struct slot *s);
 /* The queue looked empty: spin, park, or leave. */
 enum idle_result serex__pool_worker_idle(struct pool *p, struct slot *s);
 

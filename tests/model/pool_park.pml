@@ -10,7 +10,7 @@
  *
  * What is checked (scripts/check_model.sh; tests/model/README.md):
  *  - no lost wake-up: when nothing can move any more (every producer done,
- *    every worker waiting on the condition variable), no task is queued;
+ *    every worker waiting on its token word), no task is queued;
  *  - the spinner's flag is not left set, nor a token unserved, then;
  *  - at most one worker ever holds the flag (a token that carries it
  *    counts as its holder until a worker takes it).
@@ -18,15 +18,22 @@
  * Abstractions: the ring and the workers' batches are one count `q`
  * (pool_has_work reads both: a task in a batch is seen as a task in the
  * ring); the spin window is a nondeterministic choice (a spinner may give
- * up at any step); the condition variable wakes one of the threads that
- * wait at the moment of the signal, or none if none waits (no spurious
- * wake-ups: the code does not rely on them).
+ * up at any step). Parked workers are a list under `mu` (`listed`; the C
+ * code pops the last parked, here any listed one: that covers it), and
+ * each waits on its own token word until a waker, having taken it off the
+ * list under `mu`, stores a token there (after unlocking, in C: the store
+ * is one step here, and a worker waits for the word, not for a signal, so
+ * a store before the worker sleeps is not lost).
  *
  * Mutations (each must make spin find a violation):
  *  MUT_TOKEN_NO_ROLE          the worker that takes a token carrying the
  *                             flag does not act as the spinner
  *  MUT_RECHECK_BEFORE_ANNOUNCE a parking worker re-checks the queue before
  *                             it counts in `sleepers`
+ *  MUT_LIST_AFTER_UNLOCK      a parking worker counts in `sleepers` under
+ *                             `mu` but goes on the list after unlocking:
+ *                             a waker can find `sleepers` without a worker
+ *                             to hand the token to
  * NO_HANDOFF: the protocol before the hand-over (must pass as well).
  */
 #ifndef NPROD
@@ -42,10 +49,9 @@
 byte q;          /* tasks queued and not taken: the ring and the batches */
 bit spinning;    /* p->spinning */
 byte sleepers;   /* p->sleepers */
-byte wakeups;    /* p->wakeups: tokens, under mu */
-bit handed;      /* p->spin_handed: a token carries the flag, under mu */
 bit mu;          /* p->mu */
-bit waiting[NWORK]; /* in cond_wait on work_cv */
+bit listed[NWORK]; /* on p->idle, under mu */
+byte token[NWORK]; /* slot->token: 0, WAKE (1), WAKE|SPIN (3) */
 byte roles;      /* ghost: holders of the flag (a carrying token counts) */
 byte prods_done; /* ghost */
 
@@ -59,46 +65,46 @@ inline unlock()
     mu = 0
 }
 
-/* serex__cond_signal: wakes one thread waiting now, if any. */
-inline cv_signal()
-{
-    if
-    :: waiting[0] -> waiting[0] = 0
-#if NWORK > 1
-    :: waiting[1] -> waiting[1] = 0
-#endif
-#if NWORK > 2
-    :: waiting[2] -> waiting[2] = 0
-#endif
-    :: else -> skip
-    fi
-}
-
-/* pool_wake_one: a sleeper becomes a token; the token carries the flag
- * when no one spins (the CAS of `spinning` from 0 to 1). */
+/* pool_wake_one: the last parked worker (any listed one here) off the
+ * list, and a token to it; the token carries the flag when no one spins
+ * (the CAS of `spinning` from 0 to 1). */
 inline wake_one()
 {
     lock();
     if
     :: sleepers > 0 ->
+        /* sleepers is the list's length under mu */
+        assert(listed[0] || (NWORK > 1 && listed[1]) ||
+               (NWORK > 2 && listed[2]));
+        if
+        :: listed[0] -> who = 0
+#if NWORK > 1
+        :: listed[1] -> who = 1
+#endif
+#if NWORK > 2
+        :: listed[2] -> who = 2
+#endif
+        fi;
+        listed[who] = 0;
         sleepers--;
-        wakeups++;
+        tok = 1;
 #ifndef NO_HANDOFF
         atomic {
             if
-            :: !handed && spinning == 0 ->
+            :: spinning == 0 ->
                 spinning = 1;
-                handed = 1;
+                tok = 3;
                 roles++;
                 assert(roles <= 1)
             :: else -> skip
             fi
         }
 #endif
-        cv_signal()
-    :: else -> skip
-    fi;
-    unlock()
+        unlock();
+        /* token_give, after unlocking */
+        atomic { token[who] = tok; who = 0; tok = 0 }
+    :: else -> unlock()
+    fi
 }
 
 /* pool_signal_work: two loads, then perhaps a wake-up. */
@@ -116,7 +122,7 @@ inline signal_work()
 
 active [NPROD] proctype producer()
 {
-    byte i = 0;
+    byte i = 0, who, tok;
 
     do
     :: i < NTASK ->
@@ -130,6 +136,7 @@ active [NPROD] proctype producer()
 
 proctype worker(byte me)
 {
+    byte who, tok;
     bit was_idle = 1;
     bit owned = 0;
     bit spinner = 0;
@@ -182,7 +189,7 @@ spin:
     lock();
 #ifdef MUT_RECHECK_BEFORE_ANNOUNCE
     if
-    :: q > 0 || wakeups > 0 ->
+    :: q > 0 ->
         if
         :: spinner -> atomic { spinning = 0; roles-- }
         :: else -> skip
@@ -196,38 +203,37 @@ spin:
     :: spinner -> atomic { spinning = 0; roles-- }
     :: else -> skip
     fi;
-    do
-    :: wakeups > 0 -> break
-    :: else ->
-        atomic { waiting[me] = 1; mu = 0 };
-end_wait_mut:
-        atomic { !waiting[me] && mu == 0 -> mu = 1 }
-    od;
 #else
     sleepers++;
     if
     :: spinner -> atomic { spinning = 0; roles-- }
     :: else -> skip
     fi;
-    do
-    :: wakeups > 0 || q > 0 -> break
-    :: else ->
-        atomic { waiting[me] = 1; mu = 0 };
-end_wait:
-        atomic { !waiting[me] && mu == 0 -> mu = 1 }
-    od;
-#endif
-    owned = 0;
     if
-    :: wakeups > 0 ->
-        wakeups--;
-#ifndef MUT_TOKEN_NO_ROLE
-        owned = handed;
-#endif
-        handed = 0
-    :: else -> sleepers--
+    :: q > 0 ->
+        sleepers--;
+        unlock();
+        goto take
+    :: else -> skip
     fi;
+#endif
+#ifndef MUT_LIST_AFTER_UNLOCK
+    listed[me] = 1;
     unlock();
+#else
+    unlock();
+    listed[me] = 1;
+#endif
+end_wait: /* park_wait on the word until a token is there */
+    atomic {
+        token[me] != 0 ->
+#ifndef MUT_TOKEN_NO_ROLE
+        owned = (token[me] == 3);
+#else
+        owned = 0;
+#endif
+        token[me] = 0
+    };
     if
     :: owned -> goto spin /* a token made us the spinner */
     :: else -> goto take
@@ -253,5 +259,6 @@ active proctype checker()
         assert(prods_done == NPROD);
         assert(q == 0);
         assert(spinning == 0 && roles == 0);
-        assert(wakeups == 0 && handed == 0)
+        assert(token[0] == 0 && (NWORK < 2 || token[1] == 0) &&
+               (NWORK < 3 || token[2] == 0))
 }

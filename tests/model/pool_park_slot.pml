@@ -100,10 +100,9 @@ bit tran;        /* T has run */
 byte ran;        /* ghost: the producer's tasks that have run */
 bit spinning;    /* p->spinning */
 byte sleepers;   /* p->sleepers */
-byte wakeups;    /* p->wakeups: tokens, under mu */
-bit handed;      /* p->spin_handed: a token carries the flag, under mu */
 bit mu;          /* p->mu */
-bit waiting[NWORK]; /* in cond_wait on work_cv */
+bit listed[NWORK]; /* on p->idle, under mu */
+byte token[NWORK]; /* slot->token: 0, WAKE (1), WAKE|SPIN (3) */
 byte roles;      /* ghost: holders of the flag (a carrying token counts) */
 
 inline lock()
@@ -116,44 +115,41 @@ inline unlock()
     mu = 0
 }
 
-/* serex__cond_signal: wakes one thread waiting now, if any. */
-inline cv_signal()
-{
-    if
-    :: waiting[0] -> waiting[0] = 0
-#if NWORK > 1
-    :: waiting[1] -> waiting[1] = 0
-#endif
-#if NWORK > 2
-    :: waiting[2] -> waiting[2] = 0
-#endif
-    :: else -> skip
-    fi
-}
-
-/* pool_wake_one: a sleeper becomes a token; the token carries the flag
- * when no one spins (the CAS of `spinning` from 0 to 1). */
+/* pool_wake_one: the last parked worker (any listed one here) off the
+ * list, and a token to its own word (after unlocking, as token_give);
+ * the token carries the flag when no one spins (the CAS of `spinning`
+ * from 0 to 1). */
 inline wake_one()
 {
     lock();
     if
     :: sleepers > 0 ->
+        if
+        :: listed[0] -> who = 0
+#if NWORK > 1
+        :: listed[1] -> who = 1
+#endif
+#if NWORK > 2
+        :: listed[2] -> who = 2
+#endif
+        fi;
+        listed[who] = 0;
         sleepers--;
-        wakeups++;
+        tok = 1;
         atomic {
             if
-            :: !handed && spinning == 0 ->
+            :: spinning == 0 ->
                 spinning = 1;
-                handed = 1;
+                tok = 3;
                 roles++;
                 assert(roles <= 1)
             :: else -> skip
             fi
         };
-        cv_signal()
-    :: else -> skip
-    fi;
-    unlock()
+        unlock();
+        atomic { token[who] = tok; who = 0; tok = 0 }
+    :: else -> unlock()
+    fi
 }
 
 /* serex__pool_signal_work (fixed pool: no grow): two loads, then perhaps
@@ -180,7 +176,7 @@ inline submit(k)
 
 active proctype producer()
 {
-    byte x = NSUBX, y = NSUBY, pl = NPLAIN;
+    byte x = NSUBX, y = NSUBY, pl = NPLAIN, who, tok;
 
     do
     :: x > 0 -> x--; submit(TX)
@@ -199,7 +195,8 @@ proctype worker(byte me)
     bit more = 0;     /* it took a batch */
     bit owned = 0;    /* a token handed it the flag */
     bit spinner = 0;  /* worker_spin's spinner; park's `spinner` */
-    byte task = 0;
+    byte task = 0, who, tok;
+    bit found;
 
 #if XFROM == 0
     if
@@ -317,11 +314,11 @@ spin:
     :: spinner -> atomic { spinning = 0; roles-- } /* then clear */
     :: else -> skip
     fi;
+    /* the re-check, serex__pool_has_work(p, spinner): its loads one by
+     * one, as the C code makes them; a `break` is work found */
+    found = 1;
     do
-    :: wakeups > 0 -> break
-    :: else ->
-        /* the re-check, serex__pool_has_work(p, spinner): its loads one
-         * by one, as the C code makes them */
+    :: true ->
         if
         :: sh != st -> break /* a shard, a run queue */
         :: else -> skip
@@ -368,20 +365,22 @@ spin:
 #endif
         :: else -> skip
         fi;
-        /* no work: wait on work_cv (releases mu, atomically) */
-        atomic { waiting[me] = 1; mu = 0 };
-end_wait:
-        atomic { !waiting[me] && mu == 0 -> mu = 1 }
+        found = 0;
+        break
     od;
-    owned = 0;
     if
-    :: wakeups > 0 ->
-        wakeups--;
-        owned = handed;
-        handed = 0
-    :: else -> sleepers--
+    :: found ->
+        sleepers--;
+        unlock();
+        goto take
+    :: else -> skip
     fi;
+    /* no work: on the list, in the same hold of mu, then wait on our
+     * own token word */
+    listed[me] = 1;
     unlock();
+end_wait: /* park_wait on the word until a token is there */
+    atomic { token[me] != 0 -> owned = (token[me] == 3); token[me] = 0 };
     if
     :: owned -> goto spin /* a token made us the spinner */
     :: else -> goto take  /* IDLE_AGAIN */
@@ -409,7 +408,8 @@ active proctype checker()
         if
         :: tran && ran == NSUB && sh == st ->
             assert(spinning == 0 && roles == 0);
-            assert(wakeups == 0 && handed == 0)
+            assert(token[0] == 0 && (NWORK < 2 || token[1] == 0) &&
+                   (NWORK < 3 || token[2] == 0))
         :: else -> skip
         fi
 }

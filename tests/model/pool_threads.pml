@@ -17,7 +17,11 @@
  * running out (at most TMAX times per thread, so that the state space is
  * finite: after that a thread waits for work only), and cond_wait_until
  * with a deadline already past returns at once without letting `mu` go, as
- * the platform layer's does.
+ * the platform layer's does. (Since the tokens went to each worker's own
+ * word, the C code waits outside `mu` and takes it when the keep-alive
+ * passes, to look for a token and retire: the same decisions under `mu`
+ * as here, which is what this model checks; the token hand-over itself
+ * is pool_park.pml's.)
  *
  * What is checked (scripts/check_model.sh):
  *  - every task runs, and the pool terminates after shutdown: any state
