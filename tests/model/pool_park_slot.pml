@@ -320,7 +320,8 @@ spin:
     do
     :: true ->
         if
-        :: sh != st -> break /* a shard, a run queue */
+        :: sh != st && (spinner || spinning == 0) ->
+            break /* a shard, a run queue: the same rule as a slot's */
         :: else -> skip
         fi;
         if
