@@ -92,7 +92,6 @@ configs=(
     "park-no-handoff;pass;safety;-DNPROD=2 -DNTASK=2 -DNWORK=2 -DNO_HANDOFF;pool_park.pml"
     "mut-park-token-no-role;assertion violated \\(q;safety;-DNPROD=1 -DNTASK=2 -DNWORK=2 -DMUT_TOKEN_NO_ROLE;pool_park.pml"
     "mut-park-recheck-first;assertion violated \\(q;safety;-DNPROD=1 -DNTASK=2 -DNWORK=2 -DMUT_RECHECK_BEFORE_ANNOUNCE;pool_park.pml"
-    "mut-park-spinner-ignores;assertion violated \\(q;safety;-DNPROD=1 -DNTASK=2 -DNWORK=2 -DMUT_SPINNER_IGNORES;pool_park.pml"
     "mut-park-list-after-unlock;assertion violated \\(\\(listed;safety;-DNPROD=1 -DNTASK=2 -DNWORK=2 -DMUT_LIST_AFTER_UNLOCK;pool_park.pml"
     "slot-2w-busy;pass;safety;-DNWORK=2 -DXFROM=0;pool_park_slot.pml"
     "slot-3w-busy;pass;safety;-DNWORK=3 -DXFROM=0;pool_park_slot.pml"

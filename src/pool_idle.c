@@ -91,27 +91,19 @@ static bool pool_has_work_in(struct pool *p, bool batches)
 }
 
 /*
- * The park re-check. Work keeps the spinner up (the worker that was
- * spinning and is parking now: it steals a slot's task once it has
- * waited, pool_steal), and keeps others up only while nobody spins: then
- * they come back to become the spinner. While someone spins, the work is
- * the spinner's, as it is when a producer finds a spinner and wakes no
- * one: the spinner takes it, or re-checks it here as the spinner when its
- * window ends, and a spinner that finds work with more behind it wakes a
- * sleeper. So idle workers do not wake for every message a busy worker
- * passes to itself, and do not all circle one busy shard (16 workers on
- * one producer's shard were 56 % of striped_throughput's CPU on 16 cores,
- * each waiting for the take lock of a shard that held a task or two),
+ * The park re-check. A task in a next-task slot keeps the spinner up (it
+ * steals it once it has waited: pool_steal), and keeps others up only
+ * while nobody spins: then they come back to become the spinner. So idle
+ * workers do not wake for every message a busy worker passes to itself,
  * yet a slot task whose owner blocks is never left without a thief.
  */
 bool serex__pool_has_work(struct pool *p, bool spinner)
 {
     /* seq_cst: as the other re-checks (the essay) */
-    if (!spinner &&
-        atomic_load_explicit(&p->spinning, memory_order_seq_cst) != 0)
-        return false;
     return pool_has_work_in(p, true) ||
-           (p->batching && serex__pool_nexts_nonempty(p));
+           (p->batching && serex__pool_nexts_nonempty(p) &&
+            (spinner ||
+             atomic_load_explicit(&p->spinning, memory_order_seq_cst) == 0));
 }
 
 /* --- waking and growing --- */

@@ -186,14 +186,10 @@ static unsigned shard_take(struct pool *p, struct inject *q, struct slot *me,
 /*
  * Takes from the shared queue, starting at our own shard: a shard whose
  * consumer lock is busy is passed over (someone is taking from it), and
- * waited for only if no other shard had anything and @wait. Returns how
- * many. Without @wait a worker that finds only busy shards goes idle
- * instead: the spinner comes back at once, others park while it spins
- * (serex__pool_has_work), rather than queue on one shard's lock.
+ * waited for only if no other shard had anything. Returns how many.
  */
 unsigned serex__pool_inject_take(struct pool *p, struct slot *me,
-                                 struct serex__task_rec *out, unsigned max,
-                                 bool wait)
+                                 struct serex__task_rec *out, unsigned max)
 {
     unsigned self = (unsigned)(me - p->slots), busy = p->ninj, n = 0;
 
@@ -212,7 +208,7 @@ unsigned serex__pool_inject_take(struct pool *p, struct slot *me,
         n = shard_take(p, q, me, out, max);
         serex__spin_unlock(&q->take_lock);
     }
-    if (n == 0 && busy != p->ninj && wait) {
+    if (n == 0 && busy != p->ninj) {
         serex__spin_lock(&p->inj[busy].take_lock);
         n = shard_take(p, &p->inj[busy], me, out, max);
         serex__spin_unlock(&p->inj[busy].take_lock);

@@ -175,7 +175,7 @@ bool serex__pool_take(struct pool *p, struct slot *me,
 
     if (p->batching) {
         if (++me->tick % 61 == 0 && fair_look(me) &&
-            serex__pool_inject_take(p, me, out, 1, false) != 0)
+            serex__pool_inject_take(p, me, out, 1) != 0)
             return true;
         if (me->next_run < NEXT_RUN &&
             serex__next_take(&me->next, out, NULL)) {
@@ -192,13 +192,13 @@ bool serex__pool_take(struct pool *p, struct slot *me,
         n = serex__pool_batches_nonempty(p) ? pool_steal(p, me, out, false)
                                             : 0;
         if (n == 0)
-            n = serex__pool_inject_take(p, me, out, REFILL_MAX, false);
+            n = serex__pool_inject_take(p, me, out, REFILL_MAX);
         if (n == 0)
             n = pool_steal(p, me, out, true);
     } else {
         if (serex__runq_take(&me->q, out, 1))
             return true;
-        n = serex__pool_inject_take(p, me, out, 1, true);
+        n = serex__pool_inject_take(p, me, out, 1);
     }
     *more = n > 1;
     return n != 0;

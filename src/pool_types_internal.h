@@ -262,11 +262,9 @@ bool serex__pool_spare_take(struct ring_spare *sp, uint64_t slots,
 int serex__pool_ring_make_room(struct pool *p, struct inject *q, uint64_t n,
                                struct ring_spare *sp);
 /* Takes up to @max tasks from the shards (the first into *out, the rest
- * into @me's run queue), starting at @me's own; a busy shard is waited
- * for only if @wait and nothing else had any. Returns how many. */
+ * into @me's run queue), starting at @me's own. Returns how many. */
 unsigned serex__pool_inject_take(struct pool *p, struct slot *me,
-                                 struct serex__task_rec *out, unsigned max,
-                                 bool wait);
+                                 struct serex__task_rec *out, unsigned max);
 /* Appends @n tasks accepted already (a run queue's overflow) to shard @q:
  * SEREX_OK, or SEREX_ENOMEM when the ring could not grow. */
 int serex__pool_inject_push_moved(struct pool *p, struct inject *q,

@@ -30,11 +30,6 @@
  *                             flag does not act as the spinner
  *  MUT_RECHECK_BEFORE_ANNOUNCE a parking worker re-checks the queue before
  *                             it counts in `sleepers`
- *  MUT_SPINNER_IGNORES        the re-check of the worker that was the
- *                             spinner counts queued work only as the
- *                             others' does (while no one spins) and never
- *                             for itself (the producer that saw it spin
- *                             woke no one)
  *  MUT_LIST_AFTER_UNLOCK      a parking worker counts in `sleepers` under
  *                             `mu` but goes on the list after unlocking:
  *                             a waker can find `sleepers` without a worker
@@ -214,14 +209,8 @@ spin:
     :: spinner -> atomic { spinning = 0; roles-- }
     :: else -> skip
     fi;
-    /* the re-check: work counts for the spinner always, for others
-     * only while no one spins (serex__pool_has_work) */
     if
-#ifndef MUT_SPINNER_IGNORES
-    :: q > 0 && (spinner || spinning == 0) ->
-#else
-    :: q > 0 && !spinner && spinning == 0 ->
-#endif
+    :: q > 0 ->
         sleepers--;
         unlock();
         goto take

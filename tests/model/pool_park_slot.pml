@@ -320,8 +320,7 @@ spin:
     do
     :: true ->
         if
-        :: sh != st && (spinner || spinning == 0) ->
-            break /* a shard, a run queue: the same rule as a slot's */
+        :: sh != st -> break /* a shard, a run queue */
         :: else -> skip
         fi;
         if
