@@ -190,7 +190,13 @@ notes="$(sed -n 's/^# note: /  Note: /p' "$file")"
 times="${repeat:-?} times"
 [ "$repeat" = 1 ] && times="once"
 oversub=""
-if [ -n "$cpus" ]; then
+maxt="$(tr ' ' '\n' <<< "$threads_list" | sort -n | tail -1)"
+if [ -n "$cpus" ] && [ -n "$maxt" ] && [ "$maxt" -le "$cpus" ]; then
+    oversub="This machine has **$cpus CPUs**, at least one for every pool worker
+at every T here (up to $maxt): the rows show how each implementation
+**scales** with workers on cores of their own (vCPUs of a virtual
+machine: neighbours can still take them)."
+elif [ -n "$cpus" ]; then
     oversub="This machine has **$cpus CPUs**, so every row with T > $cpus (marked
 \`(over)\` in the table, shaded in the plots) has more pool workers than
 CPUs: it shows how each implementation copes with **oversubscription**,
@@ -201,6 +207,16 @@ has earlier runs on a 16-vCPU machine (serex at T = 2 to 32, older serex
 builds beside it, the C/C++ peers at T = 16 only, no JVM or Tokio peer):
 not a sweep of every implementation."
 fi
+
+others=""
+for f in "$repo"/bench/results/*-sweep.txt; do
+    [ -e "$f" ] || continue
+    rel="bench/results/$(basename "$f")"
+    [ "$rel" = "$shown" ] && continue
+    others+="- **Another sweep:** [$rel](../$rel) ($(sed -n 's/^# machine: //p' "$f" | head -1 | cut -d'(' -f1 | sed 's/ *$//')): \`bench/sweep_plot.sh $rel\` draws this page from it.
+"
+done
+others="${others%$'\n'}"
 
 page="$out/scaling.md"
 {
@@ -225,13 +241,14 @@ one the sweep.
   measurement $times (\`--repeat ${repeat:-?}\`); the peers'
   runners kept their own counts (the C/C++ and Tokio peers 3 in a full run,
   1 with --quick; the JVM peers one measured pass after a warm-up pass in
-  the same JVM). Every value is the median of an impl's valid runs of
+  the same JVM), unless a note below says otherwise. Every value is the median of an impl's valid runs of
   that case at that T; \`runs\` says how many (serex / the best other).
   A Tokio case can have a run fewer: \`shared/peers/rust/run\` skips a
   measurement now and then (its \`bench_tokio --list | grep -q\` under
   pipefail fails when bench_tokio dies of the broken pipe).
 - **The file:** [$shown](../$shown): \`$head_line\`.
 $notes
+$others
 - **Rerun**: build \`serex_bench\` (Release, as in
   [bench/README.md](../bench/README.md)), then
 
