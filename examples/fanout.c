@@ -70,12 +70,12 @@ static void leave(void *group)
     serex_group_leave(group);
 }
 
-/* Posted by the group when its last task has ended. */
+/* Posted by the group, to the serial @arg, when its last task has ended. */
 static void report(void *arg)
 {
     uintptr_t sum = 0;
 
-    (void)arg;
+    SEREX_ASSERT_ON((serex_executor *)arg); /* stops the program if not */
     for (int i = 0; i < DOCS; i++) {
         uintptr_t n = (uintptr_t)serex_future_value(counts[i]);
 
@@ -112,7 +112,7 @@ int main(void)
         check(serex_future_on_done(shares[i], pool, leave, g),
               "leave when the step ends");
     }
-    check(serex_group_notify(g, out, report, NULL), "notify");
+    check(serex_group_notify(g, out, report, out), "notify");
 
     /* The one blocking wait of the program. */
     check(serex_event_wait(done, SEREX_SEC(30)), "wait for the report");

@@ -56,6 +56,8 @@
  * wakes every waiter, each of which tries once more: the price of one
  * pair of words for all executors, fine where waiting is the exception.
  */
+#include <stdio.h>  /* fprintf: SEREX_ASSERT_ON */
+#include <stdlib.h> /* abort */
 #include <string.h> /* memset */
 
 #include "common_internal.h"
@@ -119,6 +121,37 @@ static bool frame_running(serex_executor *ex)
         if (f->ex == ex)
             return true;
     return false;
+}
+
+/* The frames are the thread's own: what it runs, innermost first. */
+bool serex_executor_is_current(serex_executor *ex)
+{
+    return ex != NULL && frame_running(ex);
+}
+
+/* SEREX_ASSERT_ON and SEREX_ASSERT_NOT_ON (executor.h): the check, and the
+ * stop with the executor's kind and the call site. */
+void serex_assert_on(serex_executor *ex, bool on, const char *file, int line,
+                     const char *func)
+{
+    const struct serex__exec_class *cls;
+    const char *kind = "NULL";
+
+    if (serex_executor_is_current(ex) == on)
+        return;
+    /* The kind from the class record alone: no lock on the way out (the
+     * config's name is read under the executor's lock, which the failing
+     * task may hold) */
+    if (ex != NULL) {
+        cls = serex__class_of(ex);
+        kind = cls != NULL ? cls->name : "a user's executor";
+    }
+    fprintf(stderr, "serex: %s(%s at %p) failed at %s:%d in %s: %s\n",
+            on ? "SEREX_ASSERT_ON" : "SEREX_ASSERT_NOT_ON", kind, (void *)ex,
+            file != NULL ? file : "?", line, func != NULL ? func : "?",
+            on ? "the calling thread runs no task of this executor"
+               : "the calling thread runs a task of this executor");
+    abort();
 }
 
 /*

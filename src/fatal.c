@@ -5,6 +5,8 @@
  * code because the object it would need is already gone (a future or a
  * timer handle released twice). Both print one line naming the cause and
  * abort, in every build: carrying on would corrupt memory silently.
+ * (The user's own check, SEREX_ASSERT_ON, is in executor.c: it names the
+ * executor's kind.)
  */
 #include <stdio.h>  /* fprintf */
 #include <stdlib.h> /* abort */

@@ -237,6 +237,45 @@ static void timer_cancel_after_release(void)
     serex_timer_cancel(t);
 }
 
+/* SEREX_ASSERT_ON outside any task of the executor. */
+static void assert_on_outside(void)
+{
+    serex_executor *man;
+
+    serex_manual_create(&man);
+    SEREX_ASSERT_ON(man);
+}
+
+static void assert_not_on_task(void *arg)
+{
+    SEREX_ASSERT_NOT_ON((serex_executor *)arg);
+}
+
+/* SEREX_ASSERT_NOT_ON inside a task of the executor, run by
+ * serex_run_task. (No lock on the way: under TSan, a forked child that
+ * locks a mutex at an address a destroyed one of the parent had trips
+ * TSan's own deadlock detector, and hangs.) */
+static void assert_not_on_inside(void)
+{
+    serex_executor *man;
+
+    serex_manual_create(&man);
+    serex_run_task(man, assert_not_on_task, man);
+}
+
+static void assert_on_fails(void **state)
+{
+    (void)state;
+    assert_dies(assert_on_outside, "serex: SEREX_ASSERT_ON(manual at ");
+    assert_dies(assert_on_outside,
+                "in assert_on_outside: the calling thread runs no task of "
+                "this executor");
+    assert_dies(assert_not_on_inside, "serex: SEREX_ASSERT_NOT_ON(manual at ");
+    assert_dies(assert_not_on_inside,
+                "in assert_not_on_task: the calling thread runs a task of "
+                "this executor");
+}
+
 static void future_released_twice(void **state)
 {
     (void)state;
@@ -303,6 +342,7 @@ static void (*const misuses[])(void) = {
     future_wait_after_release,   future_value_after_release,
     future_cancel_after_release, timer_release_twice_done,
     timer_release_twice_pending, timer_cancel_after_release,
+    assert_on_outside,           assert_not_on_inside,
 };
 #  define NMISUSES ((int)(sizeof misuses / sizeof misuses[0]))
 
@@ -323,6 +363,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(future_used_after_release),
         cmocka_unit_test(timer_released_twice),
         cmocka_unit_test(correct_use_is_quiet),
+        cmocka_unit_test(assert_on_fails),
     };
 
 #if defined(_WIN32)

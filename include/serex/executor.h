@@ -269,6 +269,44 @@ typedef struct serex_stats {
  */
 SEREX_API int serex_executor_stats(serex_executor *ex, serex_stats *out);
 
+/*
+ * serex_executor_is_current - whether the calling thread is, right now,
+ * inside a task of @ex: a task submitted to @ex, or a task of something
+ * that runs its tasks on @ex (a serial, a striped executor's lane, a
+ * limiter over @ex, a timer's run aimed at it), at any depth. Inside a task
+ * of a serial over a pool, both the serial and the pool are current; in a
+ * plain task of the pool, the serial is not. A worker between tasks, or a
+ * thread that runs no task, is on no executor.
+ * Returns:   true or false; false for NULL.
+ * Threads:   any; it reads only the calling thread's own records (a few
+ *            frames on its stack), takes no lock and never blocks.
+ */
+SEREX_API bool serex_executor_is_current(serex_executor *ex);
+
+/*
+ * SEREX_ASSERT_ON(ex) - stops the program, with a message naming the
+ * executor and the call site, unless serex_executor_is_current(ex)
+ * (libdispatch's dispatch_assert_queue). SEREX_ASSERT_NOT_ON(ex) - stops it
+ * if the calling thread is inside a task of @ex (say, before waiting for
+ * something that only @ex can run). Both are always checked, in every
+ * build; wrap them in your own macro to compile them out.
+ */
+#define SEREX_ASSERT_ON(ex) \
+    serex_assert_on((ex), true, __FILE__, __LINE__, __func__)
+#define SEREX_ASSERT_NOT_ON(ex) \
+    serex_assert_on((ex), false, __FILE__, __LINE__, __func__)
+
+/*
+ * serex_assert_on - what the two macros call: returns if
+ * serex_executor_is_current(@ex) equals @on, else writes
+ * "serex: SEREX_ASSERT_ON(KIND at ADDRESS) failed at FILE:LINE in FUNC:
+ * ..." (KIND: "pool", "serial", ..., for serex's executors) to stderr and
+ * aborts. It takes no lock on the way.
+ * Threads:   any.
+ */
+SEREX_API void serex_assert_on(serex_executor *ex, bool on, const char *file,
+                               int line, const char *func);
+
 #ifdef __cplusplus
 }
 #endif
