@@ -108,6 +108,15 @@ bool serex__pool_has_work(struct pool *p, bool spinner)
 
 /* --- waking and growing --- */
 
+static void (*test_before_token)(void *ctx); /* pool_internal.h's seam */
+static void *test_before_token_ctx;
+
+void serex__pool_test_before_token(void (*fn)(void *ctx), void *ctx)
+{
+    test_before_token_ctx = ctx;
+    test_before_token = fn;
+}
+
 /* Under mu: the last parked worker, taken off the list (NULL: none). */
 static struct slot *idle_pop(struct pool *p)
 {
@@ -116,6 +125,7 @@ static struct slot *idle_pop(struct pool *p)
     if (s != NULL) {
         p->idle = s->idle_next;
         s->idle_next = NULL;
+        s->idle_listed = false; /* its token is on its way */
         /* relaxed: sleepers only changes under mu, which we hold; its
          * lock-free readers use it only to decide whether to come here */
         atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
@@ -127,10 +137,12 @@ void serex__pool_idle_remove(struct pool *p, struct slot *s)
 {
     struct slot **at = &p->idle;
 
-    while (*at != s) /* it is on the list: the caller saw no token */
+    SEREX_ASSERT(s->idle_listed);
+    while (*at != s)
         at = &(*at)->idle_next;
     *at = s->idle_next;
     s->idle_next = NULL;
+    s->idle_listed = false;
     /* relaxed: as idle_pop */
     atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
 }
@@ -188,8 +200,11 @@ static void pool_wake_one(struct pool *p)
             token |= TOKEN_SPIN;
     }
     serex__mutex_unlock(&p->mu);
-    if (s != NULL)
-        token_give(s, token);
+    if (s == NULL)
+        return;
+    if (test_before_token != NULL)
+        test_before_token(test_before_token_ctx);
+    token_give(s, token);
 }
 
 void serex__pool_wake_every(struct pool *p)

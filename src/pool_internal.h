@@ -27,5 +27,12 @@ unsigned serex__pool_sleepers(serex_executor *ex);
  * removes it. Tests only; not thread-safe against executes in flight.
  */
 void serex__pool_test_after_publish(void (*fn)(void *ctx), void *ctx);
+/*
+ * A test seam: @fn(@ctx) runs in every wake-up of a parked worker, after
+ * the waker took it off the list and unlocked, before it stores the token
+ * (the window in which that worker's keep-alive may pass). NULL removes
+ * it. Tests only; not thread-safe against wake-ups in flight.
+ */
+void serex__pool_test_before_token(void (*fn)(void *ctx), void *ctx);
 
 #endif /* SEREX_POOL_INTERNAL_H */

@@ -213,6 +213,7 @@ bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
     /* relaxed: under mu, before a waker can see us on the list */
     atomic_store_explicit(&s->token, 0, memory_order_relaxed);
     s->idle_next = p->idle;
+    s->idle_listed = true;
     p->idle = s;
     serex__mutex_unlock(&p->mu);
     for (;;) {
@@ -224,9 +225,13 @@ bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
             continue;
         /* the keep-alive passed (elastic pools only) */
         serex__mutex_lock(&p->mu);
-        /* relaxed: tokens are given to workers on the list under mu */
-        token = atomic_load_explicit(&s->token, memory_order_relaxed);
-        if (token == 0 && thread_retire(p, s)) {
+        /*
+         * Off the list means a waker took us off under mu and stores our
+         * token after unlocking: it is on its way, so wait for it (retiring
+         * now would leave that waker's wake-up to no one). Still listed:
+         * no token can come but through mu, which we hold.
+         */
+        if (s->idle_listed && thread_retire(p, s)) {
             serex__pool_idle_remove(p, s);
             serex__mutex_unlock(&p->mu);
             return false;

@@ -119,6 +119,8 @@ struct slot {
      * 0 until then (TOKEN_*); the worker waits on this word alone. */
     _Atomic uint32_t token;
     struct slot *idle_next; /* under mu: the next parked worker */
+    bool idle_listed;       /* under mu: on the list (a waker that took it
+                               off stores its token after unlocking) */
     /* What shutdown_now took (only the call that set STOP uses them):
      * q's tasks and the slot's, in claim[0, claim_n) */
     struct serex__task_rec *claim; /* room for them all, made at create */

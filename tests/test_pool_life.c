@@ -47,6 +47,7 @@ static int teardown(void **state)
     struct fixture *f = *state;
 
     serex__pool_test_after_publish(NULL, NULL);
+    serex__pool_test_before_token(NULL, NULL);
     if (f->pool != NULL)
         assert_int_equal(serex_destroy(f->pool), SEREX_OK);
     for (int i = 0; i < 4; i++)
@@ -229,6 +230,62 @@ static void pool_destroy_while_an_execute_returns_is_safe(void **state)
     assert_int_equal(atomic_load(&s.calls), 1);
 }
 
+/* The window between a waker taking a parked worker off the list and
+ * storing its token: the seam outlasts the worker's keep-alive. */
+static void outlast_keep_alive(void *ctx)
+{
+    atomic_int *calls = ctx;
+
+    atomic_fetch_add(calls, 1);
+    test_sleep_ns(40 * MS); /* ten keep-alives */
+}
+
+static void block_on(void *ev)
+{
+    (void)serex_event_wait(ev, TEST_TIMEOUT);
+}
+
+/*
+ * An extra worker of an elastic pool is parked when a producer takes it
+ * off the list to wake it; before the token is stored, the worker's
+ * keep-alive passes. It must wait for the token on its way and run the
+ * task, not retire (before, it looked for itself on the list it was no
+ * longer on: a null dereference, and the task left to the blocked core
+ * worker).
+ */
+static void pool_keep_alive_passing_as_a_token_comes_waits_for_it(
+    void **state)
+{
+    struct fixture *f = *state;
+    serex_pool_config cfg = {
+        .threads = 1, .max_threads = 2, .keep_alive_ns = 4 * MS};
+    atomic_int calls = 0;
+
+    assert_int_equal(serex_pool_create(&cfg, &f->pool), SEREX_OK);
+    /* the core worker blocks; the next task grows an extra one */
+    assert_int_equal(serex_execute(f->pool, block_on, f->ev[0]), SEREX_OK);
+    assert_int_equal(serex_execute(f->pool, test_signal_task, f->ev[1]),
+                     SEREX_OK);
+    assert_signalled(f->ev[1]);
+    /* it parks (not a measure: the state is polled) */
+    for (int64_t end = test_now_ns() + TEST_TIMEOUT;
+         serex__pool_sleepers(f->pool) != 1;) {
+        assert_true(test_now_ns() < end);
+        test_sleep_ns(MS / 10);
+    }
+    serex__pool_test_before_token(outlast_keep_alive, &calls);
+    assert_int_equal(serex_execute(f->pool, test_signal_task, f->ev[2]),
+                     SEREX_OK);
+    serex__pool_test_before_token(NULL, NULL);
+    assert_signalled(f->ev[2]); /* the core worker is still blocked */
+    serex_event_signal(f->ev[0]);
+    assert_int_equal(serex_destroy(f->pool), SEREX_OK);
+    f->pool = NULL;
+    /* the parked worker may have retired before the execute came: then
+     * the execute grew a new one and no token was given (no test) */
+    assert_true(atomic_load(&calls) <= 1);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +293,7 @@ int main(int argc, char **argv)
         T(pool_idle_elastic_pool_past_keep_alive_still_serves),
         T(pool_task_while_an_extra_thread_retires_gets_a_thread),
         T(pool_destroy_while_an_execute_returns_is_safe),
+        T(pool_keep_alive_passing_as_a_token_comes_waits_for_it),
 #undef T
     };
 

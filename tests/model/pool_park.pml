@@ -34,7 +34,14 @@
  *                             `mu` but goes on the list after unlocking:
  *                             a waker can find `sleepers` without a worker
  *                             to hand the token to
+ *  MUT_RETIRE_UNLISTED        (ELASTIC) a worker whose keep-alive passes
+ *                             retires without asking whether it is still
+ *                             on the list (a waker that took it off stores
+ *                             its token after unlocking)
  * NO_HANDOFF: the protocol before the hand-over (must pass as well).
+ * ELASTIC: a parked worker's keep-alive may pass at any moment; under `mu`
+ * it retires if it is still on the list and more than one worker is left
+ * (the core count), else waits on (pool_thread.c's park).
  */
 #ifndef NPROD
 #define NPROD 1
@@ -45,6 +52,9 @@
 #ifndef NWORK
 #define NWORK 2
 #endif
+#ifndef ELASTIC
+#define ELASTIC 0
+#endif
 
 byte q;          /* tasks queued and not taken: the ring and the batches */
 bit spinning;    /* p->spinning */
@@ -54,6 +64,7 @@ bit listed[NWORK]; /* on p->idle, under mu */
 byte token[NWORK]; /* slot->token: 0, WAKE (1), WAKE|SPIN (3) */
 byte roles;      /* ghost: holders of the flag (a carrying token counts) */
 byte prods_done; /* ghost */
+byte live = NWORK; /* workers not retired (ELASTIC: the core count is 1) */
 
 inline lock()
 {
@@ -225,7 +236,8 @@ spin:
     listed[me] = 1;
 #endif
 end_wait: /* park_wait on the word until a token is there */
-    atomic {
+    if
+    :: atomic {
         token[me] != 0 ->
 #ifndef MUT_TOKEN_NO_ROLE
         owned = (token[me] == 3);
@@ -233,11 +245,34 @@ end_wait: /* park_wait on the word until a token is there */
         owned = 0;
 #endif
         token[me] = 0
-    };
+       }
+#if ELASTIC
+    :: token[me] == 0 ->
+        /* the keep-alive passes: under mu, retire if still on the list and
+         * above the core count (one worker), else wait on */
+        lock();
+        if
+#ifndef MUT_RETIRE_UNLISTED
+        :: listed[me] && live > 1 ->
+#else
+        :: live > 1 ->
+            assert(listed[me]); /* serex__pool_idle_remove finds it */
+#endif
+            listed[me] = 0;
+            sleepers--;
+            live--;
+            unlock();
+            goto retired
+        :: else -> unlock(); goto end_wait
+        fi
+#endif
+    fi;
     if
     :: owned -> goto spin /* a token made us the spinner */
     :: else -> goto take
-    fi
+    fi;
+retired:
+    skip
 }
 
 init
