@@ -44,9 +44,10 @@
  * `sleepers` under `mu` finds a worker to wake; the token goes to that
  * worker's word, which it waits on alone (the parking lot re-reads the
  * word before it sleeps), so a token stored before the worker sleeps is
- * not lost, and no other worker can take it. A worker's keep-alive that
- * passes with no token (read under `mu`, where the list changes) takes
- * it off the list as it retires.
+ * not lost, and no other worker can take it. A worker whose keep-alive
+ * passes looks under `mu`, where the list changes: still on the list, it
+ * may retire (taking itself off); taken off by a waker, it waits for the
+ * token that waker stores after unlocking.
  * A worker woken from idle that finds more work behind its task wakes the
  * next sleeper (as Tokio's last searching worker does), so a burst after
  * an idle period fans out to every worker.
@@ -117,20 +118,15 @@ void serex__pool_test_before_token(void (*fn)(void *ctx), void *ctx)
     test_before_token = fn;
 }
 
-/* Under mu: the last parked worker, taken off the list (NULL: none). */
-static struct slot *idle_pop(struct pool *p)
-{
-    struct slot *s = p->idle;
+/* --- the list of parked workers (under mu; `sleepers` is its length) --- */
 
-    if (s != NULL) {
-        p->idle = s->idle_next;
-        s->idle_next = NULL;
-        s->idle_listed = false; /* its token is on its way */
-        /* relaxed: sleepers only changes under mu, which we hold; its
-         * lock-free readers use it only to decide whether to come here */
-        atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
-    }
-    return s;
+void serex__pool_idle_push(struct pool *p, struct slot *s)
+{
+    /* relaxed: under mu, before a waker can find us on the list */
+    atomic_store_explicit(&s->token, 0, memory_order_relaxed);
+    s->idle_next = p->idle;
+    s->idle_listed = true;
+    p->idle = s;
 }
 
 void serex__pool_idle_remove(struct pool *p, struct slot *s)
@@ -142,9 +138,20 @@ void serex__pool_idle_remove(struct pool *p, struct slot *s)
         at = &(*at)->idle_next;
     *at = s->idle_next;
     s->idle_next = NULL;
-    s->idle_listed = false;
-    /* relaxed: as idle_pop */
+    s->idle_listed = false; /* a waker's token is on its way, if any */
+    /* relaxed: sleepers only changes under mu, which we hold; its
+     * lock-free readers use it only to decide whether to come here */
     atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
+}
+
+/* The last parked worker, taken off the list (NULL: none). Under mu. */
+static struct slot *idle_pop(struct pool *p)
+{
+    struct slot *s = p->idle;
+
+    if (s != NULL)
+        serex__pool_idle_remove(p, s);
+    return s;
 }
 
 /*

@@ -210,11 +210,7 @@ bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
         serex__mutex_unlock(&p->mu);
         return true;
     }
-    /* relaxed: under mu, before a waker can see us on the list */
-    atomic_store_explicit(&s->token, 0, memory_order_relaxed);
-    s->idle_next = p->idle;
-    s->idle_listed = true;
-    p->idle = s;
+    serex__pool_idle_push(p, s);
     serex__mutex_unlock(&p->mu);
     for (;;) {
         /* acquire: pairs with token_give's release */

@@ -449,8 +449,9 @@ void serex__pool_wake(struct pool *p, enum wake_need w);
 /* Under mu: hands every parked worker a token (shutdown, a failed
  * create): each then looks at the pool's state. */
 void serex__pool_wake_every(struct pool *p);
-/* Under mu: a parked worker taken off the list of parked ones (@s is on
- * it: its keep-alive passed with no token). */
+/* Under mu: @s goes on the list of parked workers (its token cleared), or
+ * comes off it (it is on it). */
+void serex__pool_idle_push(struct pool *p, struct slot *s);
 void serex__pool_idle_remove(struct pool *p, struct slot *s);
 /* The queue looked empty: spin, park, or leave. */
 enum idle_result serex__pool_worker_idle(struct pool *p, struct slot *s);
