@@ -33,6 +33,11 @@ struct serex__exec_class {
     bool (*waits_on)(serex_executor *ex, bool (*blocks)(serex_executor *));
     /* The kind's destroy (the vtable's destroy slot holds the dispatcher). */
     void (*destroy)(serex_executor *ex);
+    /* Metrics (metrics.h); NULL, NULL: the kind has none. enable makes
+     * and publishes the kind's set (serex__metrics_publish); metrics fills
+     * *out (zeroed) with the merged histograms and the counters. */
+    int (*metrics_enable)(serex_executor *ex, const serex_metrics_config *cfg);
+    void (*metrics)(serex_executor *ex, serex_metrics *out);
 };
 
 /* The destroy slot of every class table: dispatches to the class. */

@@ -445,3 +445,35 @@ int serex_executor_stats(serex_executor *ex, serex_stats *out)
         out->name = cls->name;
     return SEREX_OK;
 }
+
+/* The class of a serex executor that keeps metrics, else NULL. */
+static const struct serex__exec_class *metrics_class(serex_executor *ex)
+{
+    const struct serex__exec_class *cls;
+
+    if (!executor_valid(ex))
+        return NULL;
+    cls = serex__class_of(ex);
+    return cls != NULL && cls->metrics != NULL ? cls : NULL;
+}
+
+int serex_executor_metrics_enable(serex_executor *ex,
+                                  const serex_metrics_config *cfg)
+{
+    const struct serex__exec_class *cls = metrics_class(ex);
+
+    if (cls == NULL)
+        return SEREX_EINVAL;
+    return cls->metrics_enable(ex, cfg);
+}
+
+int serex_executor_metrics(serex_executor *ex, serex_metrics *out)
+{
+    const struct serex__exec_class *cls = metrics_class(ex);
+
+    if (cls == NULL || out == NULL)
+        return SEREX_EINVAL;
+    memset(out, 0, sizeof *out);
+    cls->metrics(ex, out);
+    return SEREX_OK;
+}

@@ -1,5 +1,157 @@
 /* SPDX-License-Identifier: MIT */
-/* histogram_internal.h - STUB (being written). */
+/*
+ * histogram_internal.h - the histograms behind serex_executor_metrics
+ * (metrics.h): the bucket layout, recording, and an executor's set of
+ * them (struct serex__metrics), made by serex_executor_metrics_enable.
+ *
+ * Recording costs no shared atomic on the busy path. An executor whose
+ * tasks one thread at a time run (a pool worker's own part, a serial)
+ * records with a load and a store (one writer: serex__hist_add_owned); an
+ * executor whose tasks run on many threads at once (striped, limiter,
+ * scheduler) gives each thread one of SEREX__METRICS_STRIPES parts, picked
+ * by the thread's number, and adds with a relaxed RMW on a line that few
+ * threads share (serex__hist_add_shared). Readers sum every part.
+ */
 #ifndef SEREX_HISTOGRAM_INTERNAL_H
 #define SEREX_HISTOGRAM_INTERNAL_H
-#endif
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common_internal.h"
+#include "serex/metrics.h"
+#include "alloc_internal.h"
+#include "thread_internal.h"
+
+#define SEREX__METRICS_STRIPES 8u /* parts of a shared set */
+#define SEREX__METRICS_EVERY 8u   /* the default sampling period */
+
+struct serex__hist {
+    _Atomic uint64_t count, sum, max;
+    _Atomic uint64_t b[SEREX_HISTOGRAM_BUCKETS];
+};
+
+/* One writer's part (or one stripe's): cache-line aligned, so two parts
+ * never share a line. */
+struct serex__meter {
+    _Alignas(SEREX__CACHELINE) struct serex__hist wait;
+    struct serex__hist run;
+};
+
+struct serex__metrics {
+    serex_metrics_clock_fn clock; /* NULL: serex__now_ns */
+    void *clock_ctx;
+    unsigned every; /* time 1 task in `every` */
+    unsigned n;     /* parts */
+    struct serex__meter *m; /* n parts (serex__calloc_aligned) */
+};
+
+/* A set of @n parts, zeroed; NULL: out of memory. @cfg NULL: defaults. */
+struct serex__metrics *serex__metrics_new(const serex_metrics_config *cfg,
+                                          unsigned n);
+void serex__metrics_free(struct serex__metrics *ms);
+/* Adds every part's histograms into out->wait and out->run. */
+void serex__metrics_read(const struct serex__metrics *ms, serex_metrics *out);
+/*
+ * Publishes @fresh as *@slot unless a set is there already (then frees
+ * @fresh): an executor's enable. Returns SEREX_OK; @fresh NULL:
+ * SEREX_ENOMEM unless a set is there already.
+ */
+int serex__metrics_publish(struct serex__metrics *_Atomic *slot,
+                           struct serex__metrics *fresh);
+
+/* An executor's set, or NULL while off. acquire: the set's fields, written
+ * before its publication (serex__metrics_publish's release). */
+static inline struct serex__metrics *serex__metrics_get(
+    struct serex__metrics *_Atomic *slot)
+{
+    return atomic_load_explicit(slot, memory_order_acquire);
+}
+
+static inline int64_t serex__metrics_now(const struct serex__metrics *ms)
+{
+    return ms->clock != NULL ? ms->clock(ms->clock_ctx) : serex__now_ns();
+}
+
+/* Whether the calling thread times this submission: 1 in ms->every of its
+ * submissions to executors with metrics on (a thread-local countdown). */
+extern SEREX__THREAD_LOCAL unsigned serex__metrics_left;
+
+static inline bool serex__metrics_sample(const struct serex__metrics *ms)
+{
+    if (serex__metrics_left > 1) {
+        serex__metrics_left--;
+        return false;
+    }
+    serex__metrics_left = ms->every;
+    return true;
+}
+
+/*
+ * A submission's time as a queue stores it: 0 means "not timed", so a
+ * clock that reads 0 (a manual one at its start) is stored as 1 more, and
+ * serex__metrics_since takes the 1 back.
+ */
+static inline uint64_t serex__metrics_stamp(int64_t now)
+{
+    return (uint64_t)now + 1;
+}
+
+static inline uint64_t serex__metrics_since(uint64_t stamp, int64_t now)
+{
+    int64_t then = (int64_t)(stamp - 1);
+
+    return now > then ? (uint64_t)(now - then) : 0;
+}
+
+/* The stripe of a shared set the calling thread writes. */
+struct serex__meter *serex__metrics_stripe(struct serex__metrics *ms);
+
+static inline unsigned serex__hist_bucket(uint64_t v)
+{
+    unsigned e;
+
+    if (v < 16)
+        return (unsigned)v;
+    e = serex__fls64(v); /* v >= 2^e, e >= 4 */
+    if (e > 40)
+        return SEREX_HISTOGRAM_BUCKETS - 1;
+    return 16u + (e - 4u) * 16u + (unsigned)((v >> (e - 4u)) & 15u);
+}
+
+/* One writer: loads and stores (relaxed: statistics; readers take what
+ * they see, and the part's next writer is ordered after this one by
+ * whatever hands it the executor's work). */
+static inline void serex__hist_add_owned(struct serex__hist *h, uint64_t v)
+{
+    _Atomic uint64_t *b = &h->b[serex__hist_bucket(v)];
+
+    atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(
+        &h->count, atomic_load_explicit(&h->count, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+    atomic_store_explicit(
+        &h->sum, atomic_load_explicit(&h->sum, memory_order_relaxed) + v,
+        memory_order_relaxed);
+    if (v > atomic_load_explicit(&h->max, memory_order_relaxed))
+        atomic_store_explicit(&h->max, v, memory_order_relaxed);
+}
+
+/* Writers at once (a stripe's threads): relaxed RMWs, statistics. */
+static inline void serex__hist_add_shared(struct serex__hist *h, uint64_t v)
+{
+    uint64_t m = atomic_load_explicit(&h->max, memory_order_relaxed);
+
+    atomic_fetch_add_explicit(&h->b[serex__hist_bucket(v)], 1,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum, v, memory_order_relaxed);
+    while (v > m && !atomic_compare_exchange_weak_explicit(
+                        &h->max, &m, v, memory_order_relaxed,
+                        memory_order_relaxed)) {
+    }
+}
+
+#endif /* SEREX_HISTOGRAM_INTERNAL_H */

@@ -700,7 +700,7 @@ static bool limiter_waits_on(serex_executor *ex,
 static const struct serex__exec_class limiter_class = {
     SEREX__CLASS_OPS(limiter_execute, limiter_shutdown, limiter_shutdown_now,
                      limiter_await),
-    "limiter", limiter_stats, limiter_waits_on, limiter_destroy};
+    "limiter", limiter_stats, limiter_waits_on, limiter_destroy, NULL, NULL};
 
 int serex_limiter_create(serex_executor *target, unsigned max_running,
                          serex_executor **out)

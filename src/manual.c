@@ -150,7 +150,7 @@ static void manual_stats(serex_executor *ex, serex_stats *out);
 static const struct serex__exec_class manual_class = {
     SEREX__CLASS_OPS(manual_execute, manual_shutdown, manual_shutdown_now,
                      manual_await),
-    "manual", manual_stats, NULL, manual_destroy,
+    "manual", manual_stats, NULL, manual_destroy, NULL, NULL,
 };
 
 int serex_manual_create(serex_executor **out)

@@ -118,15 +118,6 @@ static bool worker_take(struct pool *p, struct slot *s,
     return serex__pool_take(p, s, out, more);
 }
 
-static void worker_run_hooked(struct pool *p, struct serex__task_rec *task)
-{
-    if (p->on_task_start != NULL)
-        p->on_task_start(p->hook_ctx);
-    task->fn(task->arg);
-    if (p->on_task_end != NULL)
-        p->on_task_end(p->hook_ctx);
-}
-
 int serex__pool_worker_main(void *arg)
 {
     struct slot *s = arg;
@@ -149,6 +140,8 @@ int serex__pool_worker_main(void *arg)
         bool more = false;
 
         if (!worker_take(p, s, &task, &more)) {
+            /* relaxed: as the store of a task's fn below */
+            atomic_store_explicit(&s->running, NULL, memory_order_relaxed);
             r = serex__pool_worker_idle(p, s);
             if (r != IDLE_AGAIN)
                 break;
@@ -165,8 +158,11 @@ int serex__pool_worker_main(void *arg)
                                   (p->batching && serex__pool_nexts_nonempty(p)))))
             serex__pool_signal_work(p);
         was_idle = false;
-        if (serex__unlikely(p->task_hooks))
-            worker_run_hooked(p, &task);
+        /* relaxed: a picture for serex_dump, written by us only */
+        atomic_store_explicit(&s->running, task.fn, memory_order_relaxed);
+        if (serex__unlikely((task.t != 0) | p->task_hooks |
+                            serex__obs_listening()))
+            serex__pool_watch_run(p, s, &task);
         else
             task.fn(task.arg);
         serex__stat_add(&s->done, 1);
@@ -247,6 +243,7 @@ struct push {
     serex_fn fn;
     void *arg;
     uint64_t stamp;
+    uint64_t t;       /* the submit time, if timed */
     enum wake_need w; /* the wake-up it owes, with a hold (pool_published) */
 };
 
@@ -261,7 +258,7 @@ static int push_ring(struct push *u, struct ring_spare *sp)
 {
     struct pool *p = u->p;
     struct inject *q = u->q;
-    struct serex__task_rec r = {u->fn, u->arg, u->stamp};
+    struct serex__task_rec r = {u->fn, u->arg, u->stamp, u->t};
     int rc = SEREX_EREJECTED;
 
     serex__spin_lock(&q->put_lock);
@@ -272,6 +269,8 @@ static int push_ring(struct push *u, struct ring_spare *sp)
     if (serex__likely(rc == SEREX_OK)) {
         q->accepted++;
         u->w = pool_published(p);
+        if (serex__obs_listening()) /* under the lock, as pool_execute */
+            serex__obs_submit(&p->base, r.fn, r.stamp);
     } else if (rc != RING_NEED_ROOM)
         q->rejected++;
     serex__spin_unlock(&q->put_lock);
@@ -289,8 +288,8 @@ static int push_level(struct push *u, struct ring_spare *sp)
      * put_lock does for the ring (see the essay) */
     if (!(atomic_load_explicit(&u->p->state, memory_order_relaxed) &
           ST_SHUTDOWN))
-        rc = push_nomem(serex__pool_level_push(u->p, lv, u->fn, u->arg, sp),
-                        sp);
+        rc = push_nomem(
+            serex__pool_level_push(u->p, lv, u->fn, u->arg, u->t, sp), sp);
     if (rc == SEREX_OK)
         u->w = pool_published(u->p);
     else if (rc != RING_NEED_ROOM)
@@ -348,8 +347,14 @@ static int pool_push(struct push *u)
 /* A face's execute (pool_level.c): a push onto its level. */
 int serex__pool_push_level(struct level *lv, serex_fn fn, void *arg)
 {
-    struct push u = {lv->p, lv, NULL, fn, arg, 0, WAKE_NONE};
+    struct push u = {lv->p, lv, NULL, fn, arg, 0, 0, WAKE_NONE};
 
+    if (serex__unlikely(serex__pool_watched(lv->p))) {
+        struct serex__task_rec r = {fn, arg, 0, 0};
+
+        serex__pool_watch_submit(lv->p, &r);
+        u.t = r.t; /* a level's task has no id: no flow in a trace */
+    }
     return pool_push(&u);
 }
 
@@ -366,20 +371,24 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
     struct pool *p = pool_of(ex);
     struct slot *me = serex__pool_self();
     struct ring_spare sp = {NULL, 0, NULL, false};
-    struct serex__task_rec r;
+    struct serex__task_rec r = {fn, arg, serex__pool_stamp_next(), 0};
+    bool watched = serex__pool_watched(p);
     struct inject *q;
     enum wake_need w = WAKE_NONE;
     int rc = SEREX_EREJECTED;
 
+    if (serex__unlikely(watched))
+        serex__pool_watch_submit(p, &r);
     if (me != NULL && me->p == p) {
-        rc = serex__pool_push_local(p, me, fn, arg);
+        if (serex__unlikely(watched) && serex__obs_listening())
+            serex__obs_submit(ex, fn, r.stamp);
+        rc = serex__pool_push_local(p, me, r);
         if (rc == SEREX_OK)
             serex__pool_signal_work(p);
         return rc;
     }
     if (serex__unlikely(serex__forked_since(p->gen)))
         return SEREX_EREJECTED; /* a child: our threads are not here */
-    r = (struct serex__task_rec){fn, arg, serex__pool_stamp_next()};
     q = serex__pool_stamp_shard(p, r.stamp);
     serex__spin_lock(&q->put_lock);
     /* relaxed: put_lock orders the flag against the pushes (see essay) */
@@ -389,6 +398,10 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
     if (serex__likely(rc == SEREX_OK)) {
         q->accepted++;
         w = serex__pool_wake_need(p);
+        /* under the lock: before any worker can begin it (its id is its
+         * index, in a one-shard pool: known only now) */
+        if (serex__unlikely(watched) && serex__obs_listening())
+            serex__obs_submit(ex, fn, r.stamp);
     } else if (rc != RING_NEED_ROOM)
         q->rejected++;
     if (serex__unlikely(w != WAKE_NONE)) /* the hold: see pool_published */
@@ -397,7 +410,7 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
     if (serex__likely(w == WAKE_NONE && rc != RING_NEED_ROOM))
         return rc; /* no touch of the pool after the unlock */
     if (rc == RING_NEED_ROOM) {
-        struct push u = {p, NULL, q, fn, arg, r.stamp, WAKE_NONE};
+        struct push u = {p, NULL, q, fn, arg, r.stamp, r.t, WAKE_NONE};
 
         rc = push_with_spare(&u, &sp);
         w = u.w;
@@ -666,6 +679,7 @@ static void pool_free_memory(struct pool *p)
     serex__free(p->inj);
     serex__free(p->claims);
     serex__free(p->slots);
+    serex__pool_metrics_free(p);
     serex__free(p);
 }
 
@@ -703,6 +717,7 @@ const struct serex__exec_class serex__pool_class = {
     SEREX__CLASS_OPS(pool_execute, pool_shutdown, pool_shutdown_now,
                      pool_await),
     "pool", pool_stats, NULL, pool_destroy,
+    serex__pool_metrics_enable, serex__pool_metrics,
 };
 
 
@@ -726,9 +741,15 @@ static int pool_config_threads(const serex_pool_config *c, struct pool *p)
     p->on_thread_stop = c->on_thread_stop;
     p->on_task_start = c->on_task_start;
     p->on_task_end = c->on_task_end;
+    p->on_task_begin = c->on_task_begin;
+    p->on_task_finish = c->on_task_finish;
     p->hook_ctx = c->hook_ctx;
     p->stack_size = c->stack_size;
-    p->task_hooks = c->on_task_start != NULL || c->on_task_end != NULL;
+    p->task_hooks = c->on_task_start != NULL || c->on_task_end != NULL ||
+                    c->on_task_begin != NULL || c->on_task_finish != NULL;
+    if (c->on_task_begin != NULL || c->on_task_finish != NULL)
+        /* relaxed: before any thread or submit can see the pool */
+        atomic_store_explicit(&p->watch, WATCH_INFO, memory_order_relaxed);
     p->thread_setup = c->on_thread_start != NULL || c->ncpus != 0;
     if (c->ncpus == 0)
         return SEREX_OK;

@@ -224,7 +224,7 @@ unsigned serex__pool_inject_take(struct pool *p, struct slot *me,
  * Returns SEREX_OK, or SEREX_ENOMEM when the ring could not grow.
  */
 int serex__pool_inject_push_moved(struct pool *p, struct inject *q,
-                                  const struct serex__task_rec *r, unsigned n)
+                                  struct serex__task_rec *r, unsigned n)
 {
     struct ring_spare sp = {NULL, 0, NULL, false};
     int rc;

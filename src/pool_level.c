@@ -75,7 +75,7 @@ static int level_grow(struct level *lv, uint64_t h, uint64_t t,
 
 /* Appends a task. Under the level's lock. */
 int serex__pool_level_push(struct pool *p, struct level *lv, serex_fn fn,
-                           void *arg, struct ring_spare *sp)
+                           void *arg, uint64_t submit, struct ring_spare *sp)
 {
     /* seq_cst: the look a waiter for room makes after it counts itself
      * (serex_execute_wait's handshake, executor.c); else the lock orders */
@@ -93,7 +93,7 @@ int serex__pool_level_push(struct pool *p, struct level *lv, serex_fn fn,
         if (rc != SEREX_OK)
             return rc;
     }
-    lv->ring[t & lv->mask] = (struct serex__task_rec){fn, arg, 0};
+    lv->ring[t & lv->mask] = (struct serex__task_rec){fn, arg, 0, submit};
     /* seq_cst: the publishing half of the park handshake, as in
      * serex__pool_ring_push */
     atomic_store_explicit(&lv->tail, t + 1, memory_order_seq_cst);
@@ -226,6 +226,18 @@ static void pool_face_stats(serex_executor *ex, serex_stats *out)
     serex__pool_class.stats(&level_of(ex)->p->base, out);
 }
 
+/* A face's metrics are its pool's (metrics.h). */
+static int pool_face_metrics_enable(serex_executor *ex,
+                                    const serex_metrics_config *cfg)
+{
+    return serex__pool_metrics_enable(&level_of(ex)->p->base, cfg);
+}
+
+static void pool_face_metrics(serex_executor *ex, serex_metrics *out)
+{
+    serex__pool_metrics(&level_of(ex)->p->base, out);
+}
+
 /* Waiting for a face is waiting for its pool (SEREX_EDEADLK, promise 7). */
 static bool pool_face_waits_on(serex_executor *ex,
                                bool (*blocks)(serex_executor *))
@@ -245,6 +257,7 @@ static const struct serex__exec_class pool_face_class = {
     SEREX__CLASS_OPS(pool_face_execute, pool_face_shutdown,
                      pool_face_shutdown_now, pool_face_await),
     "pool", pool_face_stats, pool_face_waits_on, pool_face_destroy,
+    pool_face_metrics_enable, pool_face_metrics,
 };
 
 /* At create: each level's face, bound to @p, answers as a face. */

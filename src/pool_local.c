@@ -124,6 +124,15 @@ bool serex__pool_next_ripe(struct pool *p, struct slot *me)
  * then knows every queue it reads is complete (seq_cst: the same
  * store-then-load argument as parking). Returns how many it took.
  */
+/* A steal of @n tasks from worker @victim: counted (this worker's own
+ * count) and told (observe_internal.h). */
+static void steal_seen(struct pool *p, struct slot *me, unsigned victim,
+                       unsigned n)
+{
+    serex__stat_add(&me->steals, n);
+    serex__obs_steal(&p->base, victim, n);
+}
+
 static unsigned pool_steal(struct pool *p, struct slot *me,
                            struct serex__task_rec *out, bool slots)
 {
@@ -132,10 +141,14 @@ static unsigned pool_steal(struct pool *p, struct slot *me,
     if (!(serex__pool_moving_begin(p, me) & ST_STOP)) {
         unsigned self = (unsigned)(me - p->slots);
 
-        for (unsigned k = 1; k < p->max && n == 0; k++)
+        unsigned k = 1;
+
+        for (; k < p->max && n == 0; k++)
             n = serex__runq_steal(&me->q, &p->slots[(self + k) % p->max].q);
         /* what we stole is in our queue, open to thieves too: one may
          * have taken it all back by now */
+        if (n != 0)
+            steal_seen(p, me, (self + k - 1) % p->max, n);
         if (n != 0 && serex__runq_take(&me->q, out, 1) == 0)
             n = 0;
         else if (n == 0 && slots && next_look(p, me, out))
@@ -219,6 +232,7 @@ int serex__pool_runq_overflow(struct pool *p, struct slot *me,
     struct serex__task_rec half[SEREX__RUNQ_CAP / 2];
     unsigned n = serex__runq_take(&me->q, half, SEREX__RUNQ_CAP / 2);
 
+    serex__stat_add(&me->overflows, 1); /* this worker's own count */
     if (n != 0 &&
         serex__pool_inject_push_moved(p, serex__pool_stamp_shard(p, r->stamp),
                                       half, n) != SEREX_OK)

@@ -50,6 +50,7 @@ struct serex__task_rec {
     serex_fn fn;
     void *arg;
     uint64_t stamp; /* submitting thread << 40 | its submission count */
+    uint64_t t;     /* its submit time (serex__metrics_stamp), 0: untimed */
 };
 
 /* A record a taker may read while its owner rewrites it (see above). */
@@ -57,6 +58,7 @@ struct serex__runq_slot {
     _Atomic(serex_fn) fn;
     void *_Atomic arg;
     _Atomic uint64_t stamp;
+    _Atomic uint64_t t;
 };
 
 struct serex__runq {
@@ -78,6 +80,7 @@ static inline void serex__runq_write(struct serex__runq_slot *s,
     atomic_store_explicit(&s->fn, r->fn, memory_order_relaxed);
     atomic_store_explicit(&s->arg, r->arg, memory_order_relaxed);
     atomic_store_explicit(&s->stamp, r->stamp, memory_order_relaxed);
+    atomic_store_explicit(&s->t, r->t, memory_order_relaxed);
 }
 
 static inline void serex__runq_read(struct serex__runq_slot *s,
@@ -88,6 +91,7 @@ static inline void serex__runq_read(struct serex__runq_slot *s,
     r->fn = atomic_load_explicit(&s->fn, memory_order_relaxed);
     r->arg = atomic_load_explicit(&s->arg, memory_order_relaxed);
     r->stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
+    r->t = atomic_load_explicit(&s->t, memory_order_relaxed);
 }
 
 static inline struct serex__runq_slot *serex__runq_at(struct serex__runq *q,

@@ -212,6 +212,8 @@ bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
     }
     serex__pool_idle_push(p, s);
     serex__mutex_unlock(&p->mu);
+    serex__stat_add(&s->parks, 1); /* this worker's own count */
+    serex__obs_park(&p->base, (unsigned)(s - p->slots));
     for (;;) {
         /* acquire: pairs with token_give's release */
         token = atomic_load_explicit(&s->token, memory_order_acquire);
@@ -237,6 +239,8 @@ bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
         deadline = serex__deadline(p->keep_alive_ns);
     }
     *handed = (token & TOKEN_SPIN) != 0;
+    serex__stat_add(&s->unparks, 1);
+    serex__obs_unpark(&p->base, (unsigned)(s - p->slots));
     return true;
 }
 

@@ -24,6 +24,8 @@
 
 #include "common_internal.h"
 #include "life_internal.h"
+#include "histogram_internal.h"
+#include "observe_internal.h"
 #include "op_internal.h"
 #include "pool_internal.h"
 #include "pool_runq_internal.h"
@@ -48,6 +50,9 @@
 #define LEVELS_EXTRA (SEREX_POOL_PRIORITIES - 1) /* HIGH and LOW */
 
 enum { LV_HIGH, LV_LOW }; /* which struct level: p->lv[LV_HIGH] */
+
+#define WATCH_INFO 1u    /* on_task_begin or on_task_finish: time every task */
+#define WATCH_METRICS 2u /* metrics on: time a sample */
 
 /* A slot's state, under mu (the life of its thread: pool_thread.c). */
 enum slot_state {
@@ -113,6 +118,11 @@ struct slot {
     _Atomic uint64_t done; /* tasks run; written by this slot's worker */
     _Atomic uint64_t pushed;   /* its executes taken locally (relaxed) */
     _Atomic uint64_t refused;  /* its executes refused locally (relaxed) */
+    /* metrics.h's counters, written by this slot's worker (relaxed) */
+    _Atomic uint64_t steals, overflows, parks, unparks;
+    /* What it runs now, for serex_dump: the task's fn, or NULL between
+     * tasks (relaxed: a picture; written by this slot's worker) */
+    _Atomic(serex_fn) running;
     _Atomic uint32_t moving; /* a steal or a local push in progress (for
                                 shutdown_now); written by this worker */
     /* Parked (pool_idle.c's essay): the token a waker hands this worker,
@@ -154,7 +164,12 @@ struct pool {
     unsigned ninj;         /* how many: a power of two */
     _Atomic uint32_t levels_on;  /* 0 -> 1 once: a HIGH or LOW face was
                                     made; workers look at the levels */
-    bool task_hooks;             /* on_task_start or on_task_end is set */
+    bool task_hooks;             /* a task hook is set */
+    /* What watches each submission (WATCH_*): the info hooks (fixed at
+     * create), metrics (set once by their enable). relaxed on the busy
+     * path: a task submitted as it changes is timed or not. */
+    _Atomic uint32_t watch;
+    struct serex__metrics *_Atomic metrics; /* NULL: off */
     bool thread_setup;           /* workers pin or run a start hook */
 
     /* Idle accounting: read by every execute, written on idle changes. */
@@ -197,6 +212,8 @@ struct pool {
     void (*on_thread_stop)(void *ctx, unsigned index);
     void (*on_task_start)(void *ctx);
     void (*on_task_end)(void *ctx);
+    void (*on_task_begin)(void *ctx, const serex_task_info *task);
+    void (*on_task_finish)(void *ctx, const serex_task_info *task);
     void *hook_ctx;
     size_t stack_size;
     unsigned *cpus; /* our copy; NULL when ncpus is 0 */
@@ -270,7 +287,7 @@ unsigned serex__pool_inject_take(struct pool *p, struct slot *me,
 /* Appends @n tasks accepted already (a run queue's overflow) to shard @q:
  * SEREX_OK, or SEREX_ENOMEM when the ring could not grow. */
 int serex__pool_inject_push_moved(struct pool *p, struct inject *q,
-                                  const struct serex__task_rec *r, unsigned n);
+                                  struct serex__task_rec *r, unsigned n);
 /* A shrink of a grown, empty ring by an idle worker. */
 void serex__pool_ring_try_shrink(struct pool *p);
 /* Shut down: every shard empty, and no push to one can come any more. */
@@ -302,7 +319,7 @@ static inline bool serex__pool_queue_nonempty(struct pool *p)
 /* Appends @n tasks to shard @q. Under put_lock. RING_NEED_ROOM: see
  * ring_spare. */
 static inline int serex__pool_ring_push(struct pool *p, struct inject *q,
-                                        const struct serex__task_rec *r,
+                                        struct serex__task_rec *r,
                                         unsigned n, struct ring_spare *sp)
 {
     uint64_t t = q->put_tail, used = t - q->head_seen;
@@ -315,9 +332,10 @@ static inline int serex__pool_ring_push(struct pool *p, struct inject *q,
             return rc;
     }
     for (unsigned i = 0; i < n; i++) {
+        if (!p->batching) /* one shard: its index is the order (and the
+                             caller's id of the task: observe_internal.h) */
+            r[i].stamp = t + i;
         q->ring[(t + i) & q->mask] = r[i];
-        if (!p->batching) /* one shard: its index is the order */
-            q->ring[(t + i) & q->mask].stamp = t + i;
     }
     q->put_tail = t + n;
     /*
@@ -411,9 +429,9 @@ static inline void serex__pool_moving_end(struct slot *me)
  * SEREX_EREJECTED without queuing.
  */
 static inline int serex__pool_push_local(struct pool *p, struct slot *me,
-                                         serex_fn fn, void *arg)
+                                         struct serex__task_rec r)
 {
-    struct serex__task_rec r = {fn, arg, serex__pool_stamp_next()}, old;
+    struct serex__task_rec old;
     int rc = SEREX_OK;
 
     if (serex__unlikely(serex__pool_moving_begin(p, me) & ST_SHUTDOWN)) {
@@ -487,7 +505,7 @@ static inline void serex__pool_signal_work(struct pool *p)
 /* Appends a task to level @lv. Under its lock. RING_NEED_ROOM: see
  * ring_spare. */
 int serex__pool_level_push(struct pool *p, struct level *lv, serex_fn fn,
-                           void *arg, struct ring_spare *sp);
+                           void *arg, uint64_t submit, struct ring_spare *sp);
 /* Takes level @lv's oldest task into *out; *more: others wait. */
 bool serex__pool_level_pop(struct pool *p, struct level *lv,
                            struct serex__task_rec *out, bool *more);
@@ -524,6 +542,26 @@ int serex__pool_worker_main(void *arg);
 extern const struct serex__exec_class serex__pool_class;
 /* A face's execute: a push onto level @lv, and the wake-up it owes. */
 int serex__pool_push_level(struct level *lv, serex_fn fn, void *arg);
+
+/* --- pool_watch.c: timing, task hooks, metrics, the dump --- */
+
+/* A submit that something watches: its time in r->t, if wanted. */
+void serex__pool_watch_submit(struct pool *p, struct serex__task_rec *r);
+/* Runs a task with the hooks, the timing and the events it is owed. */
+void serex__pool_watch_run(struct pool *p, struct slot *s,
+                           const struct serex__task_rec *r);
+/* Whether a submit is watched: an info hook, metrics, or a listener. */
+static inline bool serex__pool_watched(struct pool *p)
+{
+    /* relaxed: see pool_watch.c (a task submitted as it changes is timed
+     * or not, either is right) */
+    return (atomic_load_explicit(&p->watch, memory_order_relaxed) |
+            (uint32_t)serex__obs_listening()) != 0;
+}
+int serex__pool_metrics_enable(serex_executor *ex,
+                               const serex_metrics_config *cfg);
+void serex__pool_metrics(serex_executor *ex, serex_metrics *out);
+void serex__pool_metrics_free(struct pool *p);
 
 /* --- pool_thread.c: each worker thread's life --- */
 

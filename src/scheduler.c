@@ -2125,7 +2125,7 @@ static bool sched_waits_on(serex_executor *ex, bool (*blocks)(serex_executor *))
 static const struct serex__exec_class sched_class = {
     SEREX__CLASS_OPS(face_execute, face_shutdown, face_shutdown_now,
                      face_await),
-    "scheduler", sched_stats, sched_waits_on, face_destroy,
+    "scheduler", sched_stats, sched_waits_on, face_destroy, NULL, NULL,
 };
 
 serex_executor *serex_scheduler_executor(serex_scheduler *s)

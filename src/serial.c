@@ -770,7 +770,7 @@ static bool serial_waits_on(serex_executor *ex,
 static const struct serex__exec_class serial_class = {
     SEREX__CLASS_OPS(serial_execute, serial_shutdown, serial_shutdown_now,
                      serial_await),
-    "serial", serial_stats, serial_waits_on, serial_destroy,
+    "serial", serial_stats, serial_waits_on, serial_destroy, NULL, NULL,
 };
 
 int serex_serial_create(serex_executor *target, const serex_serial_config *cfg,

@@ -1372,7 +1372,7 @@ static bool striped_waits_on(serex_executor *ex,
 static const struct serex__exec_class striped_class = {
     SEREX__CLASS_OPS(striped_face_execute, striped_shutdown,
                      striped_shutdown_now, striped_await),
-    "striped", striped_stats, striped_waits_on, striped_destroy,
+    "striped", striped_stats, striped_waits_on, striped_destroy, NULL, NULL,
 };
 
 int serex_striped_create(serex_executor *target,

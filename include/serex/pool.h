@@ -27,6 +27,28 @@ extern "C" {
  * New fields are only ever added at the end. The fields from
  * on_thread_start on are since 0.2.0.
  */
+/*
+ * What a pool's task hooks are told about the task (on_task_begin and
+ * on_task_finish in the config).
+ */
+typedef struct serex_task_info {
+    serex_executor *executor; /* the pool (a priority face's tasks: the
+                                 face, serex_pool_executor_at) */
+    serex_fn fn;              /* what was submitted */
+    void *arg;
+    /* The task's id: no other task of this pool has the same while both
+     * are known to the pool, and one thread's submissions get increasing
+     * ids (in a pool whose threads may grow and shrink, ids increase in
+     * submission order for all threads together). Not a dense count:
+     * counting every submission in one shared word would cost the
+     * scalable submission its point. 0 for a priority face's task. */
+    uint64_t id;
+    int64_t submit_ns; /* monotonic time of the submit (the metrics
+                          clock, metrics.h, once enabled) */
+    int64_t start_ns;  /* when it started on this worker (same clock) */
+    unsigned worker;   /* the worker's index, as the thread hooks' */
+} serex_task_info;
+
 typedef struct serex_pool_config {
     unsigned threads;      /* core threads; 0: online CPUs (at most max) */
     unsigned max_threads;  /* 0: = threads; > threads: grows when all busy */
@@ -108,6 +130,20 @@ typedef struct serex_pool_config {
      */
     void (*on_task_start)(void *ctx);
     void (*on_task_end)(void *ctx);
+
+    /*
+     * Task hooks with the task's identity (Java's beforeExecute(Thread,
+     * Runnable), Tokio's TaskMeta): as on_task_start and on_task_end
+     * (after on_task_start, before on_task_end), with what the pool knows
+     * of the task (serex_task_info, above). *task lives until the hook
+     * returns; the finish hook gets the same fields as the begin hook
+     * (arg may be freed by then: compare it, do not read through it). A
+     * pool with either hook reads the clock at each submit and each start
+     * (about 20 ns each).
+     * Threads: every worker at once; each hook must return.
+     */
+    void (*on_task_begin)(void *ctx, const serex_task_info *task);
+    void (*on_task_finish)(void *ctx, const serex_task_info *task);
 } serex_pool_config;
 
 /*

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool_watch.c - what the pool shows of itself: the submit time and the
+ * task hooks with the task's identity, the histograms and counters of
+ * serex_executor_metrics, and its part of serex_dump.
+ *
+ * The busy path pays one predictable branch per submit and per task for
+ * all of it (pool.c): a submit looks at `watch` and whether anyone
+ * listens (observe_internal.h); a worker at whether the task was timed, a
+ * hook is set, or anyone listens. Everything here runs only past those.
+ *
+ * Timing. A submit that something watches stores its time in the task's
+ * record (`t`): every submit when an info hook is set or a tool listens
+ * to the probes (they report each task's wait), one in `every` of the
+ * calling thread's submits when only the histograms want it (sampling, as
+ * Go's scheduler-latency metric does: a clock read costs about what a
+ * small task does). The worker that takes a timed task reads the clock
+ * before and after it and records the wait and the run in its own part of
+ * the histograms: one writer per part, no shared atomic.
+ */
+#include <string.h>
+
+#include "exec_class_internal.h"
+#include "pool_types_internal.h"
+
+/* The time stamps of the pool's tasks: the metrics clock once enabled. */
+static int64_t watch_now(const struct serex__metrics *ms)
+{
+    return ms != NULL ? serex__metrics_now(ms) : serex__now_ns();
+}
+
+void serex__pool_watch_submit(struct pool *p, struct serex__task_rec *r)
+{
+    /* relaxed: fixed at create, or set once by enable (then the set is
+     * read with acquire below) */
+    uint32_t watch = atomic_load_explicit(&p->watch, memory_order_relaxed);
+    struct serex__metrics *ms = NULL;
+
+    if (watch & WATCH_METRICS)
+        ms = serex__metrics_get(&p->metrics);
+    if ((watch & WATCH_INFO) || SEREX__PROBE_TASK_ACTIVE() ||
+        (ms != NULL && serex__metrics_sample(ms)))
+        r->t = serex__metrics_stamp(watch_now(ms));
+}
+
+/* The identity the info hooks get. */
+static void watch_info(struct pool *p, struct slot *s,
+                       const struct serex__task_rec *r, int64_t start,
+                       serex_task_info *info)
+{
+    info->executor = &p->base;
+    info->fn = r->fn;
+    info->arg = r->arg;
+    info->id = r->stamp;
+    info->submit_ns = r->t != 0 ? (int64_t)(r->t - 1) : 0;
+    info->start_ns = start;
+    info->worker = (unsigned)(s - p->slots);
+}
+
+static void watch_hooks_begin(struct pool *p, const serex_task_info *info)
+{
+    if (p->on_task_start != NULL)
+        p->on_task_start(p->hook_ctx);
+    if (p->on_task_begin != NULL)
+        p->on_task_begin(p->hook_ctx, info);
+}
+
+static void watch_hooks_end(struct pool *p, const serex_task_info *info)
+{
+    if (p->on_task_finish != NULL)
+        p->on_task_finish(p->hook_ctx, info);
+    if (p->on_task_end != NULL)
+        p->on_task_end(p->hook_ctx);
+}
+
+/* A timed task's wait and run, in this worker's part. */
+static void watch_record(struct pool *p, struct slot *s, uint64_t wait,
+                         uint64_t run)
+{
+    struct serex__metrics *ms = serex__metrics_get(&p->metrics);
+    struct serex__meter *m;
+
+    if (ms == NULL)
+        return;
+    m = &ms->m[s - p->slots];
+    serex__hist_add_owned(&m->wait, wait);
+    serex__hist_add_owned(&m->run, run);
+}
+
+void serex__pool_watch_run(struct pool *p, struct slot *s,
+                           const struct serex__task_rec *r)
+{
+    struct serex__metrics *ms = serex__metrics_get(&p->metrics);
+    bool timed = r->t != 0, told = serex__obs_listening();
+    int64_t start = timed ? watch_now(ms) : 0;
+    uint64_t wait = timed ? serex__metrics_since(r->t, start) : 0;
+    serex_task_info info;
+
+    watch_info(p, s, r, start, &info);
+    if (told)
+        serex__obs_begin(&p->base, r->fn, r->arg, r->stamp,
+                         timed ? (int64_t)wait : -1);
+    watch_hooks_begin(p, &info);
+    r->fn(r->arg);
+    watch_hooks_end(p, &info);
+    if (timed) {
+        uint64_t run = serex__metrics_since(serex__metrics_stamp(start),
+                                            watch_now(ms));
+
+        watch_record(p, s, wait, run);
+        if (told)
+            serex__obs_end(&p->base, r->fn, r->stamp, (int64_t)run);
+    } else if (told) {
+        serex__obs_end(&p->base, r->fn, r->stamp, -1);
+    }
+}
+
+/* --- metrics.h --- */
+
+int serex__pool_metrics_enable(serex_executor *ex,
+                               const serex_metrics_config *cfg)
+{
+    struct pool *p = serex__container_of(ex, struct pool, base);
+    int rc = serex__metrics_publish(&p->metrics,
+                                    serex__metrics_new(cfg, p->max));
+
+    /* relaxed: submitters then read the set itself with acquire */
+    if (rc == SEREX_OK)
+        atomic_fetch_or_explicit(&p->watch, WATCH_METRICS,
+                                 memory_order_relaxed);
+    return rc;
+}
+
+void serex__pool_metrics(serex_executor *ex, serex_metrics *out)
+{
+    struct pool *p = serex__container_of(ex, struct pool, base);
+    struct serex__metrics *ms = serex__metrics_get(&p->metrics);
+    serex_stats st;
+
+    if (ms != NULL)
+        serex__metrics_read(ms, out);
+    for (unsigned i = 0; i < p->max; i++) {
+        struct slot *s = &p->slots[i];
+
+        /* relaxed (all): statistics */
+        out->steals += atomic_load_explicit(&s->steals, memory_order_relaxed);
+        out->overflows +=
+            atomic_load_explicit(&s->overflows, memory_order_relaxed);
+        out->parks += atomic_load_explicit(&s->parks, memory_order_relaxed);
+        out->unparks +=
+            atomic_load_explicit(&s->unparks, memory_order_relaxed);
+    }
+    memset(&st, 0, sizeof st);
+    serex__pool_class.stats(ex, &st);
+    out->queue_length = st.queued;
+}
+
+void serex__pool_metrics_free(struct pool *p)
+{
+    /* relaxed: the pool is being freed; no one records any more */
+    serex__metrics_free(
+        atomic_load_explicit(&p->metrics, memory_order_relaxed));
+}
