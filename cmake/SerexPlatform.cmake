@@ -3,7 +3,10 @@
 # whether 64-bit atomics need libatomic. Sets, for CMakeLists.txt:
 #   SEREX_THREADS_DEFINE  SEREX_THREADS_C11, SEREX_THREADS_POSIX or
 #                         SEREX_THREADS_WIN32 (compile definition)
-#   SEREX_PLATFORM_LIBS   what the library links (threads, libatomic)
+#   SEREX_PLATFORM_LIBS   what the library links (threads, libatomic,
+#                         libdl where dladdr lives there)
+#   SEREX_PLATFORM_DEFINES  compile definitions of the platform layer:
+#                         SEREX_HAVE_DLADDR=0 or 1 off Windows
 include(CheckCSourceCompiles)
 include(CMakePushCheckState)
 
@@ -97,3 +100,29 @@ if(NOT SEREX_HAVE_ATOMIC64)
   endif()
 endif()
 cmake_pop_check_state()
+
+# dladdr names functions in serex_dump (SEREX_DUMP_SYMBOLS): in the C
+# library of glibc 2.34+, musl, macOS and the BSDs; in libdl
+# (CMAKE_DL_LIBS) before glibc 2.34. libdl is linked only where dladdr
+# needs it, and then it is in serex.pc (-ldl) and in the exported targets
+# like libatomic. Found nowhere: serex_dump writes addresses only.
+set(SEREX_PLATFORM_DEFINES)
+if(NOT WIN32)
+  include(CheckSymbolExists)
+  cmake_push_check_state(RESET)
+  set(CMAKE_REQUIRED_DEFINITIONS -D_GNU_SOURCE)
+  check_symbol_exists(dladdr dlfcn.h SEREX_HAVE_DLADDR_LIBC)
+  if(NOT SEREX_HAVE_DLADDR_LIBC AND CMAKE_DL_LIBS)
+    set(CMAKE_REQUIRED_LIBRARIES ${CMAKE_DL_LIBS})
+    check_symbol_exists(dladdr dlfcn.h SEREX_HAVE_DLADDR_LIBDL)
+  endif()
+  cmake_pop_check_state()
+  if(SEREX_HAVE_DLADDR_LIBC)
+    list(APPEND SEREX_PLATFORM_DEFINES SEREX_HAVE_DLADDR=1)
+  elseif(SEREX_HAVE_DLADDR_LIBDL)
+    list(APPEND SEREX_PLATFORM_DEFINES SEREX_HAVE_DLADDR=1)
+    list(APPEND SEREX_PLATFORM_LIBS ${CMAKE_DL_LIBS})
+  else()
+    list(APPEND SEREX_PLATFORM_DEFINES SEREX_HAVE_DLADDR=0)
+  endif()
+endif()

@@ -152,6 +152,8 @@
  * dropped ones may still be running a task, and destroy waits for those.
  */
 
+#include <string.h> /* memset */
+
 #include "alloc_internal.h"
 #include "await_internal.h"
 #include "common_internal.h"
@@ -162,6 +164,7 @@
 #include "op_internal.h"
 #include "spinlock_internal.h"
 #include "stats_internal.h"
+#include "task_watch_internal.h"
 #include "thread_internal.h"
 
 #define BATCH 64u /* tasks a visit runs before the thread goes back */
@@ -190,6 +193,7 @@ struct limiter {
     unsigned max_running;
     struct serex__op runner; /* what the target runs, once per runner out:
                                 runners are alike, so they share it */
+    struct serex__metrics *_Atomic metrics; /* NULL: off (metrics.h) */
 
     /* Producers' line: the queue's tail and the producers' words. */
     _Alignas(SEREX__CACHELINE) struct serex__task *_Atomic tail;
@@ -203,6 +207,8 @@ struct limiter {
     _Atomic uint64_t started;  /* tasks popped to run; under pop_lock */
     _Atomic uint64_t taken;    /* handed back or dropped; under pop_lock */
     _Atomic uint64_t rejected; /* execute calls refused */
+    _Atomic uint64_t yields;   /* runners' batches that gave the thread
+                                  back (relaxed RMW: runners run at once) */
 
     struct serex__life life; /* runners | DETACHED | generation | waiters */
 };
@@ -225,12 +231,20 @@ static void limiter_idle(struct limiter *l)
     serex__life_notify(&l->life);
 }
 
+/* The limiter's memory, its metrics' with it. */
+static void limiter_free(struct limiter *l)
+{
+    /* relaxed: the last holder; no one records any more */
+    serex__metrics_free(atomic_load_explicit(&l->metrics, memory_order_relaxed));
+    serex__free(l);
+}
+
 /* A runner is over (run, refused or dropped): its last touch. The last
  * holder after destroy frees the limiter (life_internal.h). */
 static void limiter_life_exit(struct limiter *l)
 {
     if (serex__life_release(&l->life))
-        serex__free(l);
+        limiter_free(l);
 }
 
 /*
@@ -331,13 +345,15 @@ static void limiter_run(struct serex__op *op)
         struct serex__task *t = limiter_pop(l, held);
 
         if (t != NULL) {
-            serex_fn fn = t->fn;
-            void *arg = t->arg;
+            struct serex__task_run r = serex__task_run_of(t);
 
             serex__task_free(t); /* before the task: it may queue more */
             held = true;
             idle = 0;
-            fn(arg);
+            if (serex__unlikely(serex__task_run_watched(&r)))
+                serex__task_watch_run(&l->base, &l->metrics, true, &r);
+            else
+                r.fn(r.arg);
             if (++visit < BATCH)
                 continue;
             /* A full batch: give the thread back, unless the target
@@ -345,6 +361,8 @@ static void limiter_run(struct serex__op *op)
              * Account first: the resubmitted runner may never run. */
             limiter_account(l);
             held = false;
+            /* relaxed: a statistic */
+            atomic_fetch_add_explicit(&l->yields, 1, memory_order_relaxed);
             if (serex__op_yield(l->target, &l->runner) == SEREX_OK) {
                 serex__frame_pop(&frame);
                 return; /* our slot and reference pass to the new visit */
@@ -504,6 +522,8 @@ static int limiter_execute(serex_executor *ex, serex_fn fn, void *arg)
     if (serex__unlikely(c & (FLAG_SHUT | FLAG_BROKEN))) {
         rc = SEREX_EREJECTED;
     } else if ((rc = limiter_count(l, &start)) == SEREX_OK) {
+        if (serex__unlikely(serex__task_watched(&l->metrics)))
+            serex__task_watch_submit(ex, &l->metrics, t);
         serex__mpsc_push_ends(limiter_queue(l), t); /* count, then push */
         t = NULL;
         /* Still counted in flight: shutdown_now, and so await and
@@ -671,7 +691,33 @@ static void limiter_destroy(serex_executor *ex)
      * nothing in flight, Q at 0: this wait ends when they return. */
     (void)limiter_await(ex, SEREX_FOREVER);
     if (serex__life_detach(&l->life)) /* else the last runner frees */
-        serex__free(l);
+        limiter_free(l);
+}
+
+static void limiter_stats(serex_executor *ex, serex_stats *out);
+
+/* Stripes: a limiter's bodies run at once (task_watch_internal.h). */
+static int limiter_metrics_enable(serex_executor *ex,
+                                  const serex_metrics_config *cfg)
+{
+    return serex__metrics_publish(
+        &limiter_of(ex)->metrics,
+        serex__metrics_new(cfg, SEREX__METRICS_STRIPES));
+}
+
+static void limiter_metrics(serex_executor *ex, serex_metrics *out)
+{
+    struct limiter *l = limiter_of(ex);
+    struct serex__metrics *ms = serex__metrics_get(&l->metrics);
+    serex_stats st;
+
+    if (ms != NULL)
+        serex__metrics_read(ms, out);
+    /* relaxed: a statistic */
+    out->yields = atomic_load_explicit(&l->yields, memory_order_relaxed);
+    memset(&st, 0, sizeof st);
+    limiter_stats(ex, &st);
+    out->queue_length = st.queued;
 }
 
 static void limiter_stats(serex_executor *ex, serex_stats *out)
@@ -700,7 +746,8 @@ static bool limiter_waits_on(serex_executor *ex,
 static const struct serex__exec_class limiter_class = {
     SEREX__CLASS_OPS(limiter_execute, limiter_shutdown, limiter_shutdown_now,
                      limiter_await),
-    "limiter", limiter_stats, limiter_waits_on, limiter_destroy, NULL, NULL};
+    "limiter", limiter_stats, limiter_waits_on, limiter_destroy,
+    limiter_metrics_enable, limiter_metrics};
 
 int serex_limiter_create(serex_executor *target, unsigned max_running,
                          serex_executor **out)

@@ -199,6 +199,7 @@
 #include "park_internal.h"
 #include "spinlock_internal.h"
 #include "stats_internal.h"
+#include "task_watch_internal.h"
 #include "thread_internal.h"
 
 #define DEFAULT_BATCH 64u
@@ -219,6 +220,7 @@ struct serial {
     unsigned batch;
     size_t capacity;        /* queue_capacity; 0: unbounded, no `waiting` */
     struct serex__op drain; /* what the target runs: one drain at a time */
+    struct serex__metrics *_Atomic metrics; /* NULL: off (metrics.h) */
 
     /* Producers' line: the queue's tail and the producers' counters. */
     _Alignas(SEREX__CACHELINE) struct serex__task *_Atomic tail;
@@ -234,6 +236,8 @@ struct serial {
                                    the essay: the stats' queued) */
     _Atomic uint64_t taken;     /* handed back or dropped; under pop_lock */
     _Atomic uint64_t rejected;  /* execute calls refused */
+    _Atomic uint64_t yields;    /* the running drain only: batches that
+                                   gave the thread back */
 
     struct serex__life life; /* drains | DETACHED | generation | waiters */
 
@@ -304,8 +308,7 @@ static unsigned serial_run(struct serial *s, unsigned max)
 
     while (ran < max) {
         struct serex__task *t;
-        serex_fn fn;
-        void *arg;
+        struct serex__task_run r;
 
         serex__spin_lock(&s->pop_lock);
         t = serex__mpsc_pop_wait_ends(serial_queue(s));
@@ -314,10 +317,12 @@ static unsigned serial_run(struct serial *s, unsigned max)
             break;
         if (s->capacity != 0)
             serial_give_back(s, 1);
-        fn = t->fn;
-        arg = t->arg;
+        r = serex__task_run_of(t);
         serex__task_free(t);
-        fn(arg);
+        if (serex__unlikely(serex__task_run_watched(&r)))
+            serex__task_watch_run(&s->base, &s->metrics, false, &r);
+        else
+            r.fn(r.arg);
         serial_count_done(s);
         ran++;
     }
@@ -354,12 +359,20 @@ static void serial_idle(struct serial *s)
     serex__life_notify(&s->life);
 }
 
+/* The serial's memory, its metrics' with it. */
+static void serial_free(struct serial *s)
+{
+    /* relaxed: the last holder; no one records any more */
+    serex__metrics_free(atomic_load_explicit(&s->metrics, memory_order_relaxed));
+    serex__free(s);
+}
+
 /* A drain is over (run, dropped or refused): its last touch of the
  * serial. The last holder after destroy frees it (life_internal.h). */
 static void serial_drain_exit(struct serial *s)
 {
     if (serex__life_release(&s->life))
-        serex__free(s);
+        serial_free(s);
 }
 
 static void serial_drain(struct serex__op *op)
@@ -383,6 +396,7 @@ static void serial_drain(struct serex__op *op)
         /* A full batch: give the thread back, unless the target refuses
          * (it is shutting down, say): then keep going here. */
         if ((visit += ran) == s->batch) {
+            serex__stat_add(&s->yields, 1); /* the running drain only */
             if (serex__op_yield(s->target, &s->drain) == SEREX_OK) {
                 serex__frame_pop(&frame);
                 return; /* our reference passes to the resubmitted drain */
@@ -532,6 +546,8 @@ static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
         return serial_full(s, t);
     }
     /* acq_rel: see the essay (the 0 -> 1 hand-over; count, then push) */
+    if (serex__unlikely(serex__task_watched(&s->metrics)))
+        serex__task_watch_submit(ex, &s->metrics, t);
     first = atomic_fetch_add_explicit(&s->wip, 1, memory_order_acq_rel) == 0;
     serex__mpsc_push_ends(serial_queue(s), t);
     /* Still counted in flight: shutdown_now, and so await and destroy,
@@ -694,7 +710,7 @@ static void serial_destroy(serex_executor *ex)
 
     serex__wrapper_settle(ex, s->target, serial_broken, serial_drop_all);
     if (serex__life_detach(&s->life)) /* else the last drain frees */
-        serex__free(s);
+        serial_free(s);
 }
 
 /*
@@ -760,6 +776,28 @@ static void serial_stats(serex_executor *ex, serex_stats *out)
     out->name = s->name;
 }
 
+/* One part: a serial runs one task at a time (task_watch_internal.h). */
+static int serial_metrics_enable(serex_executor *ex,
+                                 const serex_metrics_config *cfg)
+{
+    struct serial *s = serial_of(ex);
+
+    return serex__metrics_publish(&s->metrics, serex__metrics_new(cfg, 1));
+}
+
+static void serial_metrics(serex_executor *ex, serex_metrics *out)
+{
+    struct serial *s = serial_of(ex);
+    struct serex__metrics *ms = serex__metrics_get(&s->metrics);
+    uint64_t completed;
+
+    if (ms != NULL)
+        serex__metrics_read(ms, out);
+    /* relaxed: a statistic */
+    out->yields = atomic_load_explicit(&s->yields, memory_order_relaxed);
+    out->queue_length = serial_queued(s, &completed);
+}
+
 /* A serial waits on its target (promise 7). */
 static bool serial_waits_on(serex_executor *ex,
                             bool (*blocks)(serex_executor *))
@@ -770,7 +808,8 @@ static bool serial_waits_on(serex_executor *ex,
 static const struct serex__exec_class serial_class = {
     SEREX__CLASS_OPS(serial_execute, serial_shutdown, serial_shutdown_now,
                      serial_await),
-    "serial", serial_stats, serial_waits_on, serial_destroy, NULL, NULL,
+    "serial", serial_stats, serial_waits_on, serial_destroy,
+    serial_metrics_enable, serial_metrics,
 };
 
 int serex_serial_create(serex_executor *target, const serex_serial_config *cfg,

@@ -185,6 +185,7 @@
 #include "op_internal.h"
 #include "spinlock_internal.h"
 #include "stats_internal.h"
+#include "task_watch_internal.h"
 #include "striped_internal.h"
 #include "thread_internal.h"
 
@@ -259,11 +260,13 @@ struct serex_striped {
     bool bounded;         /* either set: the drain frees places */
     size_t capacity;      /* queue_capacity: all lanes; 0: no cap */
     size_t lane_capacity; /* per lane; 0: no cap */
+    struct serex__metrics *_Atomic metrics; /* NULL: off (metrics.h) */
 
     /* ST_* flags | keyless executes in flight (see the essay) */
     _Alignas(SEREX__CACHELINE) struct serex__entry entry;
     _Atomic uint64_t keyless;   /* keyless tasks out */
     _Atomic uint64_t rejected;  /* execute calls refused */
+    _Atomic uint64_t yields;    /* lane drains that gave the thread back */
     /* holders | DETACHED | awaiters */
     _Alignas(SEREX__CACHELINE) struct serex__life life;
     /* Owed drains: written when the target refuses one, read (`owed`)
@@ -763,18 +766,18 @@ static bool lane_settle(struct serex_striped *s, struct stripe_shard *sh,
 }
 
 /*
- * serex__mpsc_run for a bounded striped: each task's places are freed when
- * it leaves the queue, before it runs. Returns how many ran.
+ * serex__mpsc_run for a bounded or watched striped: each task's places
+ * are freed when it leaves the queue, before it runs, and a timed task's
+ * wait and run are recorded (task_watch_internal.h). Returns how many ran.
  */
-static unsigned lane_run_bounded(struct serex_striped *s, struct lane *l,
-                                 unsigned max)
+static unsigned lane_run_each(struct serex_striped *s, struct lane *l,
+                              unsigned max)
 {
     unsigned ran = 0;
 
     while (ran < max) {
         struct serex__task *t;
-        serex_fn fn;
-        void *arg;
+        struct serex__task_run r;
 
         serex__spin_lock(&l->pop_lock);
         t = serex__mpsc_pop_wait_ends(lane_queue(l));
@@ -783,11 +786,14 @@ static unsigned lane_run_bounded(struct serex_striped *s, struct lane *l,
             break;
         if (s->lane_capacity != 0)
             lane_give_back(l, 1);
-        striped_give_back(s, 1);
-        fn = t->fn;
-        arg = t->arg;
+        if (s->bounded)
+            striped_give_back(s, 1);
+        r = serex__task_run_of(t);
         serex__task_free(t);
-        fn(arg);
+        if (serex__unlikely(serex__task_run_watched(&r)))
+            serex__task_watch_run(&s->face, &s->metrics, true, &r);
+        else
+            r.fn(r.arg);
         ran++;
     }
     return ran;
@@ -809,14 +815,17 @@ static void lane_drain(struct serex__op *op)
      * the thread back, so the count carries over rounds: at most `batch`
      * a visit (promise 4; the serial's spin model found the same case). */
     for (unsigned visit = 0;;) {
-        unsigned ran = s->bounded ? lane_run_bounded(s, l, s->batch - visit)
-                                  : serex__mpsc_run(lane_queue(l), &l->pop_lock,
-                                                    s->batch - visit);
+        unsigned ran = s->bounded || serex__task_watched(&s->metrics)
+                           ? lane_run_each(s, l, s->batch - visit)
+                           : serex__mpsc_run(lane_queue(l), &l->pop_lock,
+                                             s->batch - visit);
 
         if (lane_settle(s, sh, l, ran, &drop, &want))
             break; /* the lane is gone; the shard's hold keeps s */
         if ((visit += ran) < s->batch)
             continue;
+        /* relaxed: a statistic; lanes of one striped yield at once */
+        atomic_fetch_add_explicit(&s->yields, 1, memory_order_relaxed);
         if (serex__op_yield(s->target, &l->drain) == SEREX_OK)
             break; /* the lane and its hold pass on: no more touches */
         visit = 0; /* refused: a new batch here */
@@ -985,6 +994,8 @@ int serex_striped_execute(serex_striped *s, uint64_t key, serex_fn fn,
     striped_retry_hint(s); /* owed drains first: their tasks are older */
     if ((t = serex__task_new(fn, arg)) == NULL)
         return striped_refused(s, SEREX_ENOMEM);
+    if (serex__unlikely(serex__task_watched(&s->metrics)))
+        serex__task_watch_submit(&s->face, &s->metrics, t);
     sh = lane_shard(s, hash);
     /* No allocation under the shard lock: a new key's lane comes from the
      * thread's own cache list there, or, that list empty, is allocated
@@ -1316,6 +1327,8 @@ static void striped_free(struct serex_striped *s)
         serex__free(s->shards[i].buckets);
         serex__free(s->shards[i].old);
     }
+    /* relaxed: the last holder; no one records any more */
+    serex__metrics_free(atomic_load_explicit(&s->metrics, memory_order_relaxed));
     serex__free(s);
 }
 
@@ -1362,6 +1375,31 @@ static void striped_destroy(serex_executor *ex)
 
 static void striped_stats(serex_executor *ex, serex_stats *out);
 
+/* Stripes: a striped's lanes run at once (task_watch_internal.h). */
+static int striped_metrics_enable(serex_executor *ex,
+                                  const serex_metrics_config *cfg)
+{
+    struct serex_striped *s = striped_of(ex);
+
+    return serex__metrics_publish(
+        &s->metrics, serex__metrics_new(cfg, SEREX__METRICS_STRIPES));
+}
+
+static void striped_metrics(serex_executor *ex, serex_metrics *out)
+{
+    struct serex_striped *s = striped_of(ex);
+    struct serex__metrics *ms = serex__metrics_get(&s->metrics);
+    serex_stats st;
+
+    if (ms != NULL)
+        serex__metrics_read(ms, out);
+    /* relaxed: a statistic */
+    out->yields = atomic_load_explicit(&s->yields, memory_order_relaxed);
+    memset(&st, 0, sizeof st);
+    striped_stats(ex, &st);
+    out->queue_length = st.queued;
+}
+
 /* A striped waits on its target (promise 7). */
 static bool striped_waits_on(serex_executor *ex,
                              bool (*blocks)(serex_executor *))
@@ -1372,7 +1410,8 @@ static bool striped_waits_on(serex_executor *ex,
 static const struct serex__exec_class striped_class = {
     SEREX__CLASS_OPS(striped_face_execute, striped_shutdown,
                      striped_shutdown_now, striped_await),
-    "striped", striped_stats, striped_waits_on, striped_destroy, NULL, NULL,
+    "striped", striped_stats, striped_waits_on, striped_destroy,
+    striped_metrics_enable, striped_metrics,
 };
 
 int serex_striped_create(serex_executor *target,

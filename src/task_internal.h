@@ -17,6 +17,9 @@ struct serex__task {
     struct serex__task *_Atomic next; /* atomic for lock-free queues */
     serex_fn fn;
     void *arg;
+    /* Its submit time (serex__metrics_stamp), 0: untimed (task_watch.c).
+     * The node's address is its id for the recorder's flows. */
+    uint64_t t;
 };
 
 static inline struct serex__task *serex__task_new(serex_fn fn, void *arg)
@@ -28,6 +31,7 @@ static inline struct serex__task *serex__task_new(serex_fn fn, void *arg)
         atomic_store_explicit(&t->next, NULL, memory_order_relaxed);
         t->fn = fn;
         t->arg = arg;
+        t->t = 0;
     }
     return t;
 }

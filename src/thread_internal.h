@@ -37,8 +37,9 @@
 #ifndef SEREX_THREAD_INTERNAL_H
 #define SEREX_THREAD_INTERNAL_H
 
-#include <stddef.h> /* size_t */
-#include <stdint.h> /* int64_t */
+#include <stdbool.h> /* bool */
+#include <stddef.h>  /* size_t */
+#include <stdint.h>  /* int64_t */
 
 /* ThreadSanitizer, with either compiler. */
 #if defined(__SANITIZE_THREAD__)
@@ -240,6 +241,20 @@ int serex__thread_pin_self(const unsigned *cpus, size_t n);
  * affinity). For tests.
  */
 size_t serex__thread_get_affinity(unsigned *cpus, size_t cap);
+
+/*
+ * The name of function @fn, for serex_dump (SEREX_DUMP_SYMBOLS), written
+ * NUL-ended to @buf[0..n) (cut short if longer): its symbol where the
+ * program or library it is in exports one at exactly that address, else
+ * "module+0xoffset" (the file's base name and @fn's offset from where the
+ * file is loaded: for a shared library or a position-independent program,
+ * the address `addr2line -e module` takes). The nearest exported symbol
+ * below @fn is not used: for a static function it is another function.
+ * Unix: dladdr (which takes the dynamic loader's lock: never call this
+ * under a lock of serex's). Windows, and systems without dladdr: false.
+ * Returns true if @buf holds a name.
+ */
+bool serex__fn_symbol(void (*fn)(void *), char *buf, size_t n);
 
 /* A pause for spin loops (x86 PAUSE, ARM YIELD, or nothing). */
 static inline void serex__cpu_relax(void)

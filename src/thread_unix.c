@@ -47,7 +47,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>  /* malloc, aligned_alloc, free */
-#include <string.h>  /* strncpy */
+#include <string.h>  /* strncpy, memcpy, strrchr */
 #include <time.h>    /* clock_gettime, timespec_get */
 #include <unistd.h>  /* sysconf */
 #if defined(__linux__)
@@ -55,6 +55,35 @@
 #endif
 #if defined(__FreeBSD__) || defined(__OpenBSD__) || defined(__DragonFly__)
 #  include <pthread_np.h> /* pthread_set_name_np */
+#endif
+
+/*
+ * dladdr (serex__fn_symbol): in the C library of glibc 2.34 and later,
+ * musl, bionic, macOS and the BSDs; in libdl before glibc 2.34. The CMake
+ * build links libdl where dladdr needs it and says whether it found one
+ * (SEREX_HAVE_DLADDR=0 or 1, cmake/SerexPlatform.cmake). Without that
+ * word (the two-file drop-in, built with no -ldl), an older glibc goes
+ * without names rather than fail to link. __GLIBC__ comes from the
+ * headers above.
+ */
+#if defined(SEREX_HAVE_DLADDR)
+#  define SEREX__DLADDR SEREX_HAVE_DLADDR
+#elif defined(__GLIBC__)
+#  if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)
+#    define SEREX__DLADDR 1
+#  else
+#    define SEREX__DLADDR 0
+#  endif
+#elif defined(__linux__) || defined(__APPLE__) || defined(__FreeBSD__) || \
+    defined(__NetBSD__) || defined(__OpenBSD__) || defined(__DragonFly__)
+#  define SEREX__DLADDR 1
+#else
+#  define SEREX__DLADDR 0
+#endif
+#if SEREX__DLADDR
+#  include <dlfcn.h>    /* dladdr */
+#  include <inttypes.h> /* PRIxPTR */
+#  include <stdio.h>    /* snprintf */
 #endif
 
 #include "alloc_internal.h"
@@ -244,6 +273,44 @@ void serex__os_free(void *p)
 {
     free(p);
 }
+
+/* --- function names --- */
+
+#if SEREX__DLADDR
+bool serex__fn_symbol(void (*fn)(void *), char *buf, size_t n)
+{
+    Dl_info info;
+    const char *file;
+    void *addr;
+
+    /* POSIX makes function and object pointers the same size and
+     * convertible (dlsym relies on it); memcpy says so without the cast
+     * ISO C forbids */
+    _Static_assert(sizeof addr == sizeof fn, "function pointer size");
+    memcpy(&addr, &fn, sizeof addr);
+    if (n == 0 || dladdr(addr, &info) == 0)
+        return false;
+    if (info.dli_sname != NULL && info.dli_saddr == addr) {
+        snprintf(buf, n, "%s", info.dli_sname);
+        return true;
+    }
+    if (info.dli_fname == NULL || info.dli_fname[0] == '\0')
+        return false;
+    file = strrchr(info.dli_fname, '/');
+    file = file != NULL ? file + 1 : info.dli_fname;
+    snprintf(buf, n, "%s+0x%" PRIxPTR, file,
+             (uintptr_t)addr - (uintptr_t)info.dli_fbase);
+    return true;
+}
+#else
+bool serex__fn_symbol(void (*fn)(void *), char *buf, size_t n)
+{
+    (void)fn;
+    if (n > 0)
+        buf[0] = '\0';
+    return false;
+}
+#endif
 
 /* --- starting threads: options and start hooks (both back ends) --- */
 

@@ -190,6 +190,18 @@ void serex__os_free(void *p)
     _aligned_free(p);
 }
 
+/* --- function names --- */
+
+bool serex__fn_symbol(void (*fn)(void *), char *buf, size_t n)
+{
+    /* DbgHelp's SymFromAddr could, but it needs SymInitialize, which is
+     * not thread-safe and belongs to the program: no names here */
+    (void)fn;
+    if (n > 0)
+        buf[0] = '\0';
+    return false;
+}
+
 /* --- threads --- */
 
 /*

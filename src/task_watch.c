@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * task_watch.c - timing and events for task nodes (task_watch_internal.h
+ * says when each runs).
+ */
+#include "task_watch_internal.h"
+
+static int64_t watch_now(const struct serex__metrics *ms)
+{
+    return ms != NULL ? serex__metrics_now(ms) : serex__now_ns();
+}
+
+void serex__task_watch_submit(serex_executor *ex,
+                              struct serex__metrics *_Atomic *slot,
+                              struct serex__task *t)
+{
+    struct serex__metrics *ms = serex__metrics_get(slot);
+
+    if (SEREX__PROBE_TASK_ACTIVE() ||
+        (ms != NULL && serex__metrics_sample(ms)))
+        t->t = serex__metrics_stamp(watch_now(ms));
+    if (serex__obs_listening())
+        serex__obs_submit(ex, t->fn, (uint64_t)(uintptr_t)t);
+}
+
+static void watch_record(struct serex__metrics *ms, bool shared,
+                         uint64_t wait, uint64_t run)
+{
+    if (shared) {
+        struct serex__meter *m = serex__metrics_stripe(ms);
+
+        serex__hist_add_shared(&m->wait, wait);
+        serex__hist_add_shared(&m->run, run);
+    } else {
+        serex__hist_add_owned(&ms->m[0].wait, wait);
+        serex__hist_add_owned(&ms->m[0].run, run);
+    }
+}
+
+void serex__task_watch_run(serex_executor *ex,
+                           struct serex__metrics *_Atomic *slot, bool shared,
+                           const struct serex__task_run *r)
+{
+    struct serex__metrics *ms = serex__metrics_get(slot);
+    bool timed = r->t != 0, told = serex__obs_listening();
+    int64_t start = timed ? watch_now(ms) : 0;
+    uint64_t wait = timed ? serex__metrics_since(r->t, start) : 0;
+    uint64_t run = 0;
+
+    if (told)
+        serex__obs_begin(ex, r->fn, r->arg, r->id, timed ? (int64_t)wait : -1);
+    r->fn(r->arg);
+    if (timed) {
+        run = serex__metrics_since(serex__metrics_stamp(start),
+                                   watch_now(ms));
+        if (ms != NULL)
+            watch_record(ms, shared, wait, run);
+    }
+    if (told)
+        serex__obs_end(ex, r->fn, r->id, timed ? (int64_t)run : -1);
+}
