@@ -22,6 +22,11 @@
 #include "common_internal.h"
 #include "probe_internal.h"
 
+/* The timer probes' semaphores, where the probes have them. */
+#ifndef SEREX__PROBE_TIMER_ACTIVE
+#define SEREX__PROBE_TIMER_ACTIVE() 0u
+#endif
+
 /* serex__obs_flags: who listens to the whole process. */
 #define SEREX__OBS_TRACE 1u /* the flight recorder records */
 
@@ -34,6 +39,14 @@ static inline bool serex__obs_listening(void)
 {
     return (atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) |
             SEREX__PROBE_TASK_ACTIVE()) != 0;
+}
+
+/* Whether timer events have a listener: the recorder, or a tool attached
+ * to a timer probe (relaxed: as serex__obs_listening). */
+static inline bool serex__obs_timers_listening(void)
+{
+    return (atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) |
+            SEREX__PROBE_TIMER_ACTIVE()) != 0;
 }
 
 /* A new id for a task of an executor that has none of its own: the

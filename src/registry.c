@@ -161,10 +161,10 @@ void serex__reg_fork_child(void)
 
 /* --- the dump's buffer --- */
 
-#define DUMP_INLINE 4096 /* bytes on the dumper's stack; a power of two */
+#define DUMP_INLINE 4096 /* bytes on the dumper's stack */
 
 struct serex__dump {
-    char *buf;      /* inline, or the heap once grown */
+    char *buf; /* inline, or the heap once grown */
     size_t len, cap;
     bool oom;       /* this object's describe ran out: roll it back */
     bool symbols;   /* SEREX_DUMP_SYMBOLS: leave marks for serex__dump_fn */
@@ -422,6 +422,9 @@ static void dump_close(struct serex__dump *d, bool array)
         d->skip--;
         return;
     }
+    /* the kind of end must match its begin: checked in Debug only, as
+     * the text comes from what was opened, whatever the end says */
+    (void)array;
     SEREX_ASSERT(d->depth > 0);
     SEREX_ASSERT(((d->is_array >> d->depth) & 1) == (uint32_t)array);
     if (d->depth == 0)
@@ -458,8 +461,7 @@ int64_t serex__dump_now(const struct serex__dump *d)
 /* --- one object --- */
 
 /* The object's opening fields; the buffer is empty, the object open. */
-static void dump_begin_object(struct serex__dump *d,
-                              const struct serex__reg *r)
+static void dump_begin_object(struct serex__dump *d, const struct serex__reg *r)
 {
     d->len = 0;
     d->oom = false;

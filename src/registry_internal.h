@@ -31,6 +31,8 @@
  * Synchronization rules for a describe (the lead's objects keep them):
  *  - it may take the object's own locks, briefly; never one held across
  *    user code (a task, a callback), which could run for ever;
+ *  - it reads the object and writes nothing of it: two dumps may
+ *    describe one object at once;
  *  - it must not call serex__reg_add/remove, serex_dump, nor destroy
  *    anything;
  *  - serex__reg_remove waits for a describe of its object in progress:
@@ -61,9 +63,9 @@ struct serex__reg_class {
  * is under the registry's lock and belongs to registry.c once added.
  */
 struct serex__reg {
-    struct serex__reg *prev, *next; /* NULL while not on the list */
+    struct serex__reg *prev, *next;     /* NULL while not on the list */
     const struct serex__reg_class *cls; /* NULL: a dump's cursor */
-    const void *obj; /* the object's address, as the dump prints it */
+    const void *obj;  /* the object's address, as the dump prints it */
     const char *name; /* NULL: none; must live as long as the object */
     unsigned pins;    /* dumps describing it now */
     bool leaving;     /* serex__reg_remove waits: no new pins */

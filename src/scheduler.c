@@ -252,6 +252,8 @@
 #include "executor_internal.h"
 #include "exec_class_internal.h"
 #include "fork_internal.h"
+#include "histogram_internal.h"
+#include "observe_internal.h"
 #include "life_internal.h"
 #include "op_internal.h"
 #include "park_internal.h"
@@ -381,6 +383,7 @@ struct serex_scheduler {
     void *on_rejected_ctx;
     serex_pending_policy on_shutdown; /* pending one-shots at shutdown */
     int64_t coalesce_max;             /* the widest coalescing window; 0: off */
+    struct serex__metrics *_Atomic metrics; /* NULL: off (metrics.h) */
     uint32_t gen;             /* fork generation it was made in */
     struct sched_shard *shards;
     serex__thread thread;
@@ -868,6 +871,8 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
     serex__spin_unlock(&sh->lock);
     if (serex__unlikely(fresh != NULL))
         serex__free(fresh); /* unused: another made room first */
+    if (serex__unlikely(serex__obs_timers_listening()))
+        serex__obs_timer_set(&s->face, fn, (uint64_t)(uintptr_t)t, delay_ns);
     sched_poke(s, key);
     if (out != NULL)
         *out = t;
@@ -952,7 +957,19 @@ static bool cancel_pending(struct serex_timer *t)
     return true;
 }
 
+static bool timer_cancel(serex_timer *t);
+
 bool serex_timer_cancel(serex_timer *t)
+{
+    bool done = timer_cancel(t);
+
+    if (serex__unlikely(serex__obs_timers_listening()) && done)
+        serex__obs_timer_cancel(&timer_shard(t)->s->face,
+                                (uint64_t)(uintptr_t)t);
+    return done;
+}
+
+static bool timer_cancel(serex_timer *t)
 {
     uint64_t v;
 
@@ -1203,6 +1220,59 @@ uint64_t serex_timer_overrun(void)
     return current_run != NULL ? current_run->overrun : 0;
 }
 
+/*
+ * A run's lateness and run time (metrics.h), and its fire event. Only
+ * when something watches (sched_watched): the clock is the scheduler's
+ * own unless the metrics config named one, so lateness is in the time
+ * the timers are due in (a manual scheduler's, in tests).
+ */
+struct run_watch {
+    struct serex__metrics *ms; /* NULL: no histogram for this run */
+    int64_t start;
+};
+
+static bool sched_watched(struct serex_scheduler *s)
+{
+    /* relaxed: a run as metrics turn on is timed or not, either is right */
+    return (atomic_load_explicit(&s->metrics, memory_order_relaxed) !=
+            NULL) |
+           serex__obs_timers_listening();
+}
+
+static int64_t watch_now(struct serex_scheduler *s,
+                         const struct serex__metrics *ms)
+{
+    return ms != NULL && ms->clock != NULL ? serex__metrics_now(ms)
+                                           : sched_now(s);
+}
+
+static void run_watch_begin(struct serex_scheduler *s,
+                            const struct serex_timer *t, struct run_watch *w)
+{
+    struct serex__metrics *ms = serex__metrics_get(&s->metrics);
+    int64_t late;
+
+    w->ms = ms != NULL && serex__metrics_sample(ms) ? ms : NULL;
+    w->start = watch_now(s, w->ms);
+    late = w->start > t->w.key ? w->start - t->w.key : 0;
+    if (w->ms != NULL)
+        serex__hist_add_shared(&serex__metrics_stripe(ms)->wait,
+                               (uint64_t)late);
+    if (serex__obs_timers_listening())
+        serex__obs_timer_fire(&s->face, t->fn, (uint64_t)(uintptr_t)t, late);
+}
+
+static void run_watch_end(struct serex_scheduler *s, struct run_watch *w)
+{
+    int64_t end;
+
+    if (w->ms == NULL)
+        return;
+    end = watch_now(s, w->ms);
+    serex__hist_add_shared(&serex__metrics_stripe(w->ms)->run,
+                           end > w->start ? (uint64_t)(end - w->start) : 0);
+}
+
 /* Runs @t if it is still QUEUED; then re-arms or settles it. */
 static void run_timer(struct serex_scheduler *s, struct serex_timer *t,
                       struct settle_acc *acc)
@@ -1212,6 +1282,7 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t,
      * target's queue or the timer thread); relaxed would do, but this is
      * the first read of the run */
     uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_acquire);
+    struct run_watch w;
     int64_t start;
 
     for (;;) {
@@ -1227,15 +1298,20 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t,
                 memory_order_relaxed, memory_order_relaxed))
             break;
     }
+    w.ms = NULL;
+    if (serex__unlikely(sched_watched(s)))
+        run_watch_begin(s, t, &w);
     if (!(v & F_PERIODIC)) {
         serex__frame_push(&frame, &s->face);
         t->fn(t->arg);
         serex__frame_pop(&frame);
+        run_watch_end(s, &w);
         settle_into(s, t, acc);
         return;
     }
     start = sched_now(s);
     run_periodic(t, v, start, &frame, &s->face);
+    run_watch_end(s, &w);
     if (!rearm_after_run(s, t, v, start))
         settle_into(s, t, acc);
 }
@@ -1927,6 +2003,8 @@ static void free_scheduler(struct serex_scheduler *s)
     serex__free(s->shards);
     if (s->manual)
         serex__mutex_destroy(&s->advance_lock);
+    /* relaxed: the scheduler is being freed; no run records any more */
+    serex__metrics_free(atomic_load_explicit(&s->metrics, memory_order_relaxed));
     serex__free(s);
 }
 
@@ -2027,6 +2105,29 @@ static const struct serex__op_class timer_run_class = {
     "timer run", timer_run, timer_run_dropped,
 };
 
+static void sched_stats(serex_executor *ex, serex_stats *out);
+
+/* Stripes: a scheduler's runs start on many threads at once. */
+static int sched_metrics_enable(serex_executor *ex,
+                                const serex_metrics_config *cfg)
+{
+    return serex__metrics_publish(
+        &sched_of_face(ex)->metrics,
+        serex__metrics_new(cfg, SEREX__METRICS_STRIPES));
+}
+
+static void sched_metrics(serex_executor *ex, serex_metrics *out)
+{
+    struct serex__metrics *ms = serex__metrics_get(&sched_of_face(ex)->metrics);
+    serex_stats st;
+
+    if (ms != NULL)
+        serex__metrics_read(ms, out);
+    memset(&st, 0, sizeof st);
+    sched_stats(ex, &st);
+    out->queue_length = st.pending_timers;
+}
+
 static void sched_stats(serex_executor *ex, serex_stats *out)
 {
     struct serex_scheduler *s = sched_of_face(ex);
@@ -2125,7 +2226,8 @@ static bool sched_waits_on(serex_executor *ex, bool (*blocks)(serex_executor *))
 static const struct serex__exec_class sched_class = {
     SEREX__CLASS_OPS(face_execute, face_shutdown, face_shutdown_now,
                      face_await),
-    "scheduler", sched_stats, sched_waits_on, face_destroy, NULL, NULL,
+    "scheduler", sched_stats, sched_waits_on, face_destroy,
+    sched_metrics_enable, sched_metrics,
 };
 
 serex_executor *serex_scheduler_executor(serex_scheduler *s)
