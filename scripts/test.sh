@@ -41,6 +41,13 @@
 #                 from Debian's source package (scripts/build_cmocka.sh);
 #                 it, the sysroot and the wine prefix are kept under
 #                 build-test/ for the next run
+#   o. probes     Linux: the static probes (USDT), a Release tree with
+#                 -DSEREX_USDT=ON: scripts/check_probes.sh checks their
+#                 .note.stapsdt entries and, where bpftrace can attach
+#                 (root), counts every probe's events in a small program
+#                 (systemtap-sdt-dev and bpftrace are installed with
+#                 apt-get when missing and run as root; without bpftrace
+#                 only the notes are checked)
 #   h. static     scripts/check_layers.sh and its --self-test (the include
 #                 graph of src/ keeps its layers), and scripts/check_format.sh
 #                 when there is one: no build, a few seconds; runs last
@@ -67,6 +74,7 @@
 #   --no-arm64      skip stage m
 #   --no-mingw      skip stage n
 #   --no-cross      skip the cross stages (k, l, m, n)
+#   --no-probes     skip stage o
 #   --no-static     skip stage h
 #   --only=LETTERS  run only these stages (e.g. --only=k,m)
 #   --clean         remove the build trees first (default: reuse them)
@@ -87,12 +95,14 @@ labels='^(unit|stress|example)$'
 run_plain=1 run_asan=1 run_tsan=1 run_consumers=1 run_clang=1 run_fuzz=1
 run_model=1 run_static=1
 run_posix=1 run_emutls=1 run_musl=1 run_i386=1 run_arm64=1 run_mingw=1
+run_probes=1
 clean=0 fail_fast=0
 only=
 for arg in "$@"; do
     case $arg in
     --quick) run_asan=0 run_tsan=0 run_consumers=0 run_clang=0 run_fuzz=0 run_model=0 run_static=0
-        run_posix=0 run_emutls=0 run_musl=0 run_i386=0 run_arm64=0 run_mingw=0 ;;
+        run_posix=0 run_emutls=0 run_musl=0 run_i386=0 run_arm64=0 run_mingw=0
+        run_probes=0 ;;
     --no-asan) run_asan=0 ;;
     --no-tsan) run_tsan=0 ;;
     --no-consumers) run_consumers=0 ;;
@@ -107,6 +117,7 @@ for arg in "$@"; do
     --no-arm64) run_arm64=0 ;;
     --no-mingw) run_mingw=0 ;;
     --no-cross) run_musl=0 run_i386=0 run_arm64=0 run_mingw=0 ;;
+    --no-probes) run_probes=0 ;;
     --only=*) only=${arg#--only=} ;;
     --clean) clean=1 ;;
     --fail-fast) fail_fast=1 ;;
@@ -166,7 +177,7 @@ ensure_test_deps() {
 # --only=LETTERS: every stage not named is off.
 if [ -n "$only" ]; then
     for pair in a:plain b:asan c:tsan d:consumers e:clang f:fuzz g:model \
-        h:static i:posix j:emutls k:musl l:i386 m:arm64 n:mingw; do
+        h:static i:posix j:emutls k:musl l:i386 m:arm64 n:mingw o:probes; do
         case ",$only," in
         *",${pair%%:*},"*) ;;
         *) eval "run_${pair#*:}=0" ;;
@@ -805,6 +816,33 @@ stage_mingw() {
     cross_stage mingw mingw win32 wine -- "$mcc" -static-libgcc -- $cm
 }
 
+# o. The static probes (USDT): their notes, and where bpftrace can attach,
+# the exact count of each probe's events (scripts/check_probes.sh). Only
+# what the check needs is built: the libraries and the two probe targets.
+stage_probes() {
+    local dir=$root/probes missing=()
+    if [ "$(uname -s)" != Linux ]; then
+        echo "test.sh: the static probes are checked on Linux only: skipped"
+        return 0
+    fi
+    echo '#include <sys/sdt.h>' | "${CC:-cc}" -E -x c - >/dev/null 2>&1 ||
+        missing+=(systemtap-sdt-dev)
+    command -v bpftrace >/dev/null 2>&1 || missing+=(bpftrace)
+    if [ ${#missing[@]} -gt 0 ]; then
+        if can_apt || [ "${missing[0]}" = systemtap-sdt-dev ]; then
+            need_packages --no-probes "${missing[@]}" || return 1
+        else
+            echo "test.sh: bpftrace is missing (as root: apt-get install" \
+                "bpftrace): the probes' counts are not checked"
+        fi
+    fi
+    configure "$dir" -DCMAKE_BUILD_TYPE=Release -DSEREX_WERROR=ON \
+        -DSEREX_USDT=ON -DSEREX_BUILD_BENCH=OFF || return 1
+    cmake --build "$dir" -j "$jobs" --target probe_target probe_target_so ||
+        return 1
+    "$src/scripts/check_probes.sh" "$dir"
+}
+
 names=() results=() times=()
 failed_any=0
 
@@ -851,6 +889,7 @@ stage "k musl (x86-64)" "$run_musl" stage_musl
 stage "l i386 (-m32)" "$run_i386" stage_i386
 stage "m arm64 (clang, qemu)" "$run_arm64" stage_arm64
 stage "n mingw (Windows, wine)" "$run_mingw" stage_mingw
+stage "o probes (USDT, bpftrace)" "$run_probes" stage_probes
 stage "h static checks" "$run_static" stage_static
 
 # ---- summary ---------------------------------------------------------------------

@@ -17,7 +17,10 @@
 
 #include <stdbool.h>
 
+#include <stddef.h> /* offsetof */
+
 #include "common_internal.h"
+#include "registry_internal.h"
 
 struct serex__exec_class {
     serex_executor_ops ops; /* first: ex->ops points here */
@@ -38,7 +41,32 @@ struct serex__exec_class {
      * *out (zeroed) with the merged histograms and the counters. */
     int (*metrics_enable)(serex_executor *ex, const serex_metrics_config *cfg);
     void (*metrics)(serex_executor *ex, serex_metrics *out);
+    /*
+     * serex_dump (registry_internal.h): where the kind's struct keeps its
+     * struct serex__reg, as an offset from the executor (0: the kind is
+     * not listed: a pool's priority faces, whose pool is), the record the
+     * registry lists it by (the kind's name, serex__exec_describe), and
+     * the kind's own fields beyond the common ones (NULL: none; the rules
+     * of a describe apply).
+     */
+    size_t reg_offset;
+    struct serex__reg_class reg;
+    void (*describe)(serex_executor *ex, struct serex__dump *d);
 };
+
+/* The fields of a class record after `metrics`, for a kind listed by
+ * serex_dump: SEREX__CLASS_REG(struct pool, base, reg, "pool", describe) */
+#define SEREX__CLASS_REG(type_, base_, reg_, name_, describe_)              \
+    offsetof(type_, reg_) - offsetof(type_, base_),                         \
+        {(name_), serex__exec_describe}, (describe_)
+
+/* The describe of every listed executor: its stats, its metrics' summary
+ * when on, then its class's describe. */
+void serex__exec_describe(struct serex__reg *r, struct serex__dump *d);
+/* Lists @ex (a serex executor whose class has a reg_offset) for serex_dump:
+ * the last step of its create. Its removal is serex__class_destroy's
+ * first. */
+void serex__exec_register(serex_executor *ex);
 
 /* The destroy slot of every class table: dispatches to the class. */
 void serex__class_destroy(serex_executor *ex);

@@ -326,9 +326,82 @@ void serex__hand_back(serex_fn fn, void *arg, serex_pending_fn on_pending,
     }
 }
 
+static struct serex__reg *exec_reg(serex_executor *ex,
+                                   const struct serex__exec_class *cls)
+{
+    return (struct serex__reg *)(void *)((char *)ex + cls->reg_offset);
+}
+
 void serex__class_destroy(serex_executor *ex)
 {
-    serex__class_of(ex)->destroy(ex);
+    const struct serex__exec_class *cls = serex__class_of(ex);
+
+    if (cls->reg_offset != 0) /* off the list before anything goes */
+        serex__reg_remove(exec_reg(ex, cls));
+    cls->destroy(ex);
+}
+
+void serex__exec_register(serex_executor *ex)
+{
+    const struct serex__exec_class *cls = serex__class_of(ex);
+    serex_stats st;
+
+    memset(&st, 0, sizeof st);
+    cls->stats(ex, &st); /* the name: valid until destroy */
+    serex__reg_add(exec_reg(ex, cls), &cls->reg, ex,
+                   st.name != NULL ? st.name : cls->name);
+}
+
+/* A histogram's summary: count, p50, p99, max. */
+static void describe_hist(struct serex__dump *d, const char *key,
+                          const serex_histogram *h)
+{
+    serex__dump_object_begin(d, key);
+    serex__dump_u64(d, "count", h->count);
+    serex__dump_u64(d, "p50_ns", serex_histogram_percentile(h, 0.5));
+    serex__dump_u64(d, "p99_ns", serex_histogram_percentile(h, 0.99));
+    serex__dump_u64(d, "max_ns", h->max_ns);
+    serex__dump_object_end(d);
+}
+
+static void describe_metrics(serex_executor *ex,
+                             const struct serex__exec_class *cls,
+                             struct serex__dump *d)
+{
+    serex_metrics m; /* about 10 KiB of stack: a dump is no hot path */
+
+    memset(&m, 0, sizeof m);
+    cls->metrics(ex, &m);
+    serex__dump_object_begin(d, "metrics");
+    describe_hist(d, "wait", &m.wait);
+    describe_hist(d, "run", &m.run);
+    serex__dump_u64(d, "steals", m.steals);
+    serex__dump_u64(d, "overflows", m.overflows);
+    serex__dump_u64(d, "parks", m.parks);
+    serex__dump_u64(d, "unparks", m.unparks);
+    serex__dump_u64(d, "yields", m.yields);
+    serex__dump_object_end(d);
+}
+
+void serex__exec_describe(struct serex__reg *r, struct serex__dump *d)
+{
+    /* the registry keeps the object const; describing it reads it */
+    serex_executor *ex = (serex_executor *)(uintptr_t)r->obj;
+    const struct serex__exec_class *cls = serex__class_of(ex);
+    serex_stats st;
+
+    memset(&st, 0, sizeof st);
+    cls->stats(ex, &st);
+    serex__dump_u64(d, "submitted", st.submitted);
+    serex__dump_u64(d, "completed", st.completed);
+    serex__dump_u64(d, "rejected", st.rejected);
+    serex__dump_u64(d, "queued", st.queued);
+    if (st.threads != 0)
+        serex__dump_u64(d, "threads", st.threads);
+    if (cls->metrics != NULL)
+        describe_metrics(ex, cls, d);
+    if (cls->describe != NULL)
+        cls->describe(ex, d);
 }
 
 /* --- the generic calls --- */

@@ -159,6 +159,7 @@
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"
+#include "registry_internal.h"
 #include "life_internal.h"
 #include "mpsc_internal.h"
 #include "op_internal.h"
@@ -189,6 +190,7 @@ _Static_assert(SEREX_LIMITER_MAX_RUNNING <= 0xffffu, "R and U are 16 bits");
 
 struct limiter {
     serex_executor base;
+    struct serex__reg reg; /* serex_dump's list */
     serex_executor *target;
     unsigned max_running;
     struct serex__op runner; /* what the target runs, once per runner out:
@@ -696,6 +698,15 @@ static void limiter_destroy(serex_executor *ex)
 
 static void limiter_stats(serex_executor *ex, serex_stats *out);
 
+/* serex_dump: what it runs on and its bound. */
+static void limiter_describe(serex_executor *ex, struct serex__dump *d)
+{
+    struct limiter *l = limiter_of(ex);
+
+    serex__dump_ptr(d, "target", l->target);
+    serex__dump_u64(d, "max_running", l->max_running);
+}
+
 /* Stripes: a limiter's bodies run at once (task_watch_internal.h). */
 static int limiter_metrics_enable(serex_executor *ex,
                                   const serex_metrics_config *cfg)
@@ -747,7 +758,8 @@ static const struct serex__exec_class limiter_class = {
     SEREX__CLASS_OPS(limiter_execute, limiter_shutdown, limiter_shutdown_now,
                      limiter_await),
     "limiter", limiter_stats, limiter_waits_on, limiter_destroy,
-    limiter_metrics_enable, limiter_metrics};
+    limiter_metrics_enable, limiter_metrics,
+    SEREX__CLASS_REG(struct limiter, base, reg, "limiter", limiter_describe)};
 
 int serex_limiter_create(serex_executor *target, unsigned max_running,
                          serex_executor **out)
@@ -768,6 +780,7 @@ int serex_limiter_create(serex_executor *target, unsigned max_running,
     l->target = target;
     l->max_running = max_running;
     serex__mpsc_init_ends(limiter_queue(l));
+    serex__exec_register(&l->base); /* serex_dump lists it */
     *out = &l->base;
     return SEREX_OK;
 }

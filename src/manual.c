@@ -8,12 +8,14 @@
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"
+#include "registry_internal.h"
 #include "stats_internal.h"
 #include "task_internal.h"
 #include "thread_internal.h"
 
 struct manual {
     serex_executor base;
+    struct serex__reg reg; /* serex_dump's list */
     serex__mutex mu;
     serex__cond idle;           /* a run ended or the queue emptied */
     struct serex__task *head;   /* FIFO, under mu */
@@ -151,6 +153,7 @@ static const struct serex__exec_class manual_class = {
     SEREX__CLASS_OPS(manual_execute, manual_shutdown, manual_shutdown_now,
                      manual_await),
     "manual", manual_stats, NULL, manual_destroy, NULL, NULL,
+    SEREX__CLASS_REG(struct manual, base, reg, "manual", NULL),
 };
 
 int serex_manual_create(serex_executor **out)
@@ -173,6 +176,7 @@ int serex_manual_create(serex_executor **out)
         return SEREX_ENOMEM;
     }
     m->base.ops = &manual_class.ops;
+    serex__exec_register(&m->base); /* serex_dump lists it */
     *out = &m->base;
     return SEREX_OK;
 }

@@ -718,6 +718,7 @@ const struct serex__exec_class serex__pool_class = {
                      pool_await),
     "pool", pool_stats, NULL, pool_destroy,
     serex__pool_metrics_enable, serex__pool_metrics,
+    SEREX__CLASS_REG(struct pool, base, reg, "pool", serex__pool_describe),
 };
 
 
@@ -867,6 +868,7 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
         pool_free_final(p);
         return rc;
     }
+    serex__exec_register(&p->base); /* serex_dump lists it */
     *out = &p->base;
     return SEREX_OK;
 }

@@ -29,6 +29,7 @@
 #include "op_internal.h"
 #include "pool_internal.h"
 #include "pool_runq_internal.h"
+#include "registry_internal.h"
 #include "spinlock_internal.h"
 #include "stats_internal.h"
 #include "thread_internal.h"
@@ -157,6 +158,7 @@ struct level {
 
 struct pool {
     serex_executor base;
+    struct serex__reg reg; /* serex_dump's list */
 
     /* Read by every execute; written at shutdown. */
     _Alignas(SEREX__CACHELINE) _Atomic uint32_t state; /* ST_* flags */
@@ -562,6 +564,8 @@ int serex__pool_metrics_enable(serex_executor *ex,
                                const serex_metrics_config *cfg);
 void serex__pool_metrics(serex_executor *ex, serex_metrics *out);
 void serex__pool_metrics_free(struct pool *p);
+/* serex_dump's fields of a pool: its workers. */
+void serex__pool_describe(serex_executor *ex, struct serex__dump *d);
 
 /* --- pool_thread.c: each worker thread's life --- */
 

@@ -115,6 +115,40 @@ void serex__pool_watch_run(struct pool *p, struct slot *s,
     }
 }
 
+/* --- serex_dump --- */
+
+/*
+ * Each worker: what it runs now (the fn; null between tasks), the tasks it
+ * has run, and whether it is parked. Two dumps a while apart that show a
+ * worker on the same fn with the same count: that task is stuck. relaxed
+ * (all): a picture, each word a value it had recently.
+ */
+void serex__pool_describe(serex_executor *ex, struct serex__dump *d)
+{
+    struct pool *p = serex__container_of(ex, struct pool, base);
+
+    serex__dump_u64(d, "core_threads", p->core);
+    serex__dump_u64(d, "max_threads", p->max);
+    serex__dump_u64(d, "capacity", p->capacity);
+    serex__dump_array_begin(d, "workers");
+    for (unsigned i = 0; i < p->max; i++) {
+        struct slot *s = &p->slots[i];
+        uint64_t parks = atomic_load_explicit(&s->parks, memory_order_relaxed);
+        uint64_t unparks =
+            atomic_load_explicit(&s->unparks, memory_order_relaxed);
+
+        serex__dump_object_begin(d, NULL);
+        serex__dump_u64(d, "index", i);
+        serex__dump_fn(d, "running",
+                       atomic_load_explicit(&s->running, memory_order_relaxed));
+        serex__dump_u64(d, "done",
+                        atomic_load_explicit(&s->done, memory_order_relaxed));
+        serex__dump_bool(d, "parked", parks != unparks);
+        serex__dump_object_end(d);
+    }
+    serex__dump_array_end(d);
+}
+
 /* --- metrics.h --- */
 
 int serex__pool_metrics_enable(serex_executor *ex,

@@ -251,6 +251,7 @@
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"
+#include "registry_internal.h"
 #include "fork_internal.h"
 #include "histogram_internal.h"
 #include "observe_internal.h"
@@ -372,6 +373,7 @@ struct sched_shard {
 
 struct serex_scheduler {
     serex_executor face;
+    struct serex__reg reg; /* serex_dump's list */
     serex_clock_fn clock;
     void *clock_ctx;
     bool manual;
@@ -2107,6 +2109,19 @@ static const struct serex__op_class timer_run_class = {
 
 static void sched_stats(serex_executor *ex, serex_stats *out);
 
+/* serex_dump: its timers and its clock. */
+static void sched_describe(serex_executor *ex, struct serex__dump *d)
+{
+    struct serex_scheduler *s = sched_of_face(ex);
+    serex_stats st;
+
+    memset(&st, 0, sizeof st);
+    sched_stats(ex, &st);
+    serex__dump_u64(d, "pending_timers", st.pending_timers);
+    serex__dump_bool(d, "manual", s->manual);
+    serex__dump_i64(d, "now_ns", sched_now(s));
+}
+
 /* Stripes: a scheduler's runs start on many threads at once. */
 static int sched_metrics_enable(serex_executor *ex,
                                 const serex_metrics_config *cfg)
@@ -2228,6 +2243,8 @@ static const struct serex__exec_class sched_class = {
                      face_await),
     "scheduler", sched_stats, sched_waits_on, face_destroy,
     sched_metrics_enable, sched_metrics,
+    SEREX__CLASS_REG(struct serex_scheduler, face, reg, "scheduler",
+                     sched_describe),
 };
 
 serex_executor *serex_scheduler_executor(serex_scheduler *s)
@@ -2335,6 +2352,7 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
         serex__free(s);
         return rc;
     }
+    serex__exec_register(&s->face); /* serex_dump lists it */
     *out = s;
     return SEREX_OK;
 }

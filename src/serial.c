@@ -193,6 +193,7 @@
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"
+#include "registry_internal.h"
 #include "life_internal.h"
 #include "mpsc_internal.h"
 #include "op_internal.h"
@@ -216,6 +217,7 @@ _Static_assert((FLAG_SHUT | FLAG_STOP | FLAG_BROKEN | FLAG_OWED) ==
 
 struct serial {
     serex_executor base;
+    struct serex__reg reg; /* serex_dump's list */
     serex_executor *target;
     unsigned batch;
     size_t capacity;        /* queue_capacity; 0: unbounded, no `waiting` */
@@ -776,6 +778,16 @@ static void serial_stats(serex_executor *ex, serex_stats *out)
     out->name = s->name;
 }
 
+/* serex_dump: what it runs on and its bounds. */
+static void serial_describe(serex_executor *ex, struct serex__dump *d)
+{
+    struct serial *s = serial_of(ex);
+
+    serex__dump_ptr(d, "target", s->target);
+    serex__dump_u64(d, "batch", s->batch);
+    serex__dump_u64(d, "queue_capacity", s->capacity);
+}
+
 /* One part: a serial runs one task at a time (task_watch_internal.h). */
 static int serial_metrics_enable(serex_executor *ex,
                                  const serex_metrics_config *cfg)
@@ -810,6 +822,7 @@ static const struct serex__exec_class serial_class = {
                      serial_await),
     "serial", serial_stats, serial_waits_on, serial_destroy,
     serial_metrics_enable, serial_metrics,
+    SEREX__CLASS_REG(struct serial, base, reg, "serial", serial_describe),
 };
 
 int serex_serial_create(serex_executor *target, const serex_serial_config *cfg,
@@ -837,6 +850,7 @@ int serex_serial_create(serex_executor *target, const serex_serial_config *cfg,
     s->capacity = cfg != NULL ? cfg->queue_capacity : 0;
     memcpy(s->name, name, len + 1);
     serex__mpsc_init_ends(serial_queue(s));
+    serex__exec_register(&s->base); /* serex_dump lists it */
     *out = &s->base;
     return SEREX_OK;
 }

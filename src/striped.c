@@ -178,6 +178,7 @@
 #include "await_internal.h"
 #include "common_internal.h"
 #include "exec_class_internal.h"
+#include "registry_internal.h"
 #include "executor_internal.h"
 #include "future_internal.h"
 #include "life_internal.h"
@@ -253,6 +254,7 @@ struct stripe_shard {
 
 struct serex_striped {
     serex_executor face;    /* the life-cycle face; keyless execute */
+    struct serex__reg reg;  /* serex_dump's list */
     serex_executor *target;
     unsigned batch;
 
@@ -1375,6 +1377,18 @@ static void striped_destroy(serex_executor *ex)
 
 static void striped_stats(serex_executor *ex, serex_stats *out);
 
+/* serex_dump: what it runs on, its lanes and bounds. */
+static void striped_describe(serex_executor *ex, struct serex__dump *d)
+{
+    struct serex_striped *s = striped_of(ex);
+
+    serex__dump_ptr(d, "target", s->target);
+    serex__dump_u64(d, "lanes", serex_striped_lanes(s));
+    serex__dump_u64(d, "batch", s->batch);
+    serex__dump_u64(d, "queue_capacity", s->capacity);
+    serex__dump_u64(d, "lane_capacity", s->lane_capacity);
+}
+
 /* Stripes: a striped's lanes run at once (task_watch_internal.h). */
 static int striped_metrics_enable(serex_executor *ex,
                                   const serex_metrics_config *cfg)
@@ -1412,6 +1426,8 @@ static const struct serex__exec_class striped_class = {
                      striped_shutdown_now, striped_await),
     "striped", striped_stats, striped_waits_on, striped_destroy,
     striped_metrics_enable, striped_metrics,
+    SEREX__CLASS_REG(struct serex_striped, face, reg, "striped",
+                     striped_describe),
 };
 
 int serex_striped_create(serex_executor *target,
@@ -1451,6 +1467,7 @@ int serex_striped_create(serex_executor *target,
     s->owed_tail = &s->owed_head;
     for (unsigned i = 0; i < SHARDS; i++)
         serex__life_hold(&s->life); /* each shard's, until destroy */
+    serex__exec_register(&s->face); /* serex_dump lists it */
     *out = s;
     return SEREX_OK;
 }

@@ -135,7 +135,7 @@ struct trace_event {
     serex_fn fn;
     const char *cls; /* its kind ("pool"), a static string; NULL: none */
     uint64_t id;
-    int64_t a, b; /* the kind's numbers (observe_internal.h) */
+    int64_t a, b;  /* the kind's numbers (observe_internal.h) */
     uint32_t kind; /* enum serex__obs_kind */
 };
 
@@ -267,8 +267,7 @@ static struct trace_ring *trace_claim(uint64_t *gen)
             return NULL; /* millions of threads: refuse the rest */
         /* acquire: as the load above, for the word it swaps or reads */
     } while (!atomic_compare_exchange_weak_explicit(
-        &trace_claims, &w, w + 1, memory_order_acquire,
-        memory_order_acquire));
+        &trace_claims, &w, w + 1, memory_order_acquire, memory_order_acquire));
     idx = w & CLAIM_NEXT_MAX;
     if (idx >= SEREX_TRACE_MAX_THREADS)
         return NULL;
@@ -328,10 +327,9 @@ void serex__trace_record(unsigned kind, const void *obj, serex_fn fn,
      * A failure (CLOSED, or a newer trace) reads nothing of the ring.
      */
     if (serex__likely(r != NULL) &&
-        atomic_compare_exchange_strong_explicit(&r->state, &idle,
-                                                idle + 1, /* BUSY */
-                                                memory_order_relaxed,
-                                                memory_order_relaxed)) {
+        atomic_compare_exchange_strong_explicit(
+            &r->state, &idle, idle + 1, /* BUSY */
+            memory_order_relaxed, memory_order_relaxed)) {
         ring_put(r, &in);
         ring_leave(r, trace_mine_idle);
         return;
@@ -402,8 +400,10 @@ static int trace_start_locked(unsigned nrings, uint64_t cap)
         return SEREX_ENOMEM;
     serex__free(trace_ctl.events);
     gen = ++trace_ctl.gen;
-    trace_ctl = (struct trace_ctl){.state = TRACE_RECORDING, .gen = gen,
-                                   .events = ev, .nrings = nrings,
+    trace_ctl = (struct trace_ctl){.state = TRACE_RECORDING,
+                                   .gen = gen,
+                                   .events = ev,
+                                   .nrings = nrings,
                                    .cap = cap};
     for (unsigned i = 0; i < nrings; i++)
         ring_reset(&trace_rings[i], ev + (size_t)i * cap, cap, gen);
@@ -596,8 +596,8 @@ static void flow_add_submit(struct trace_out *o, unsigned ring, uint64_t seq,
         return;
     s = flow_find(o, e->obj, e->id);
     if (s->obj == NULL)
-        *s = (struct flow_slot){.obj = e->obj, .id = e->id,
-                                .sub_ring = ring, .sub_seq = seq};
+        *s = (struct flow_slot){
+            .obj = e->obj, .id = e->id, .sub_ring = ring, .sub_seq = seq};
 }
 
 /* A begin: takes its submit's flow, the first begin of the key only. */
@@ -684,8 +684,8 @@ static void ring_pair(struct trace_out *o, unsigned i)
         }
         if (e->kind != SEREX__OBS_END)
             continue;
-        while (d > 0 && !trace_same_task(ring_at(i, first + o->stack[d - 1]),
-                                         e))
+        while (d > 0 &&
+               !trace_same_task(ring_at(i, first + o->stack[d - 1]), e))
             d--;
         if (d == 0)
             continue; /* its BEGIN was overwritten */
@@ -735,8 +735,7 @@ static void out_ptr(struct trace_out *o, const char *key, const void *p)
 /* A function as "0x..." (ISO C cannot print one with %p directly). */
 static void out_fn(struct trace_out *o, const char *key, serex_fn fn)
 {
-    fprintf(o->f, ",\"%s\":\"0x%llx\"", key,
-            (unsigned long long)(uintptr_t)fn);
+    fprintf(o->f, ",\"%s\":\"0x%llx\"", key, (unsigned long long)(uintptr_t)fn);
 }
 
 static const char *trace_cls(const struct trace_event *e)
@@ -756,8 +755,7 @@ static void out_flow(struct trace_out *o, const char *ph, unsigned tid,
                      uint64_t ns, uint64_t flow)
 {
     out_open(o, ph, tid, ns);
-    fprintf(o->f,
-            ",\"id\":%llu,\"name\":\"task\",\"cat\":\"flow\"%s}",
+    fprintf(o->f, ",\"id\":%llu,\"name\":\"task\",\"cat\":\"flow\"%s}",
             (unsigned long long)flow, ph[0] == 'f' ? ",\"bp\":\"e\"" : "");
 }
 
@@ -780,8 +778,8 @@ static void out_task(struct trace_out *o, unsigned i, uint64_t first,
     fprintf(o->f, ",\"dur\":");
     out_us(o, end_ns > ns ? end_ns - ns : 0);
     fprintf(o->f, ",\"name\":\"%s ", trace_cls(e));
-    fprintf(o->f, "0x%llx\",\"cat\":\"%s\"", (unsigned long long)(uintptr_t)e->fn,
-            trace_cls(e));
+    fprintf(o->f, "0x%llx\",\"cat\":\"%s\"",
+            (unsigned long long)(uintptr_t)e->fn, trace_cls(e));
     out_task_args(o, e);
     if (e->a >= 0)
         fprintf(o->f, ",\"wait_ns\":%lld", (long long)e->a);
@@ -826,8 +824,8 @@ static void out_instant(struct trace_out *o, unsigned i,
     };
 
     out_open(o, "i", i + 1, ns);
-    fprintf(o->f, ",\"s\":\"t\",\"name\":\"%s\",\"cat\":\"%s\"",
-            names[e->kind], trace_cls(e));
+    fprintf(o->f, ",\"s\":\"t\",\"name\":\"%s\",\"cat\":\"%s\"", names[e->kind],
+            trace_cls(e));
     switch (e->kind) {
     case SEREX__OBS_PARK:
     case SEREX__OBS_UNPARK:
@@ -841,8 +839,8 @@ static void out_instant(struct trace_out *o, unsigned i,
                 e->obj, (long long)e->a, (long long)e->b);
         return;
     case SEREX__OBS_TIMER_CANCEL:
-        fprintf(o->f, ",\"args\":{\"executor\":\"%p\",\"id\":%llu}}",
-                e->obj, (unsigned long long)e->id);
+        fprintf(o->f, ",\"args\":{\"executor\":\"%p\",\"id\":%llu}}", e->obj,
+                (unsigned long long)e->id);
         return;
     default: /* TIMER_SET (delay), TIMER_FIRE (lateness) */
         out_task_args(o, e);
@@ -888,8 +886,9 @@ static void out_thread_name(struct trace_out *o, unsigned i)
         if (ring_at(i, s)->kind == SEREX__OBS_PARK ||
             ring_at(i, s)->kind == SEREX__OBS_UNPARK)
             w = ring_at(i, s);
-    fprintf(o->f, "%s\n{\"ph\":\"M\",\"pid\":1,\"tid\":%u,"
-                  "\"name\":\"thread_name\",\"args\":{\"name\":\"",
+    fprintf(o->f,
+            "%s\n{\"ph\":\"M\",\"pid\":1,\"tid\":%u,"
+            "\"name\":\"thread_name\",\"args\":{\"name\":\"",
             o->first ? "" : ",", i + 1);
     o->first = false;
     if (w != NULL)
@@ -900,8 +899,9 @@ static void out_thread_name(struct trace_out *o, unsigned i)
     fprintf(o->f, "\",\"events\":%llu,\"overwritten\":%llu}}",
             (unsigned long long)n,
             (unsigned long long)(trace_rings[i].head - n));
-    fprintf(o->f, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%u,"
-                  "\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%u}}",
+    fprintf(o->f,
+            ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%u,"
+            "\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%u}}",
             i + 1, i + 1);
 }
 

@@ -9,9 +9,11 @@
  *   expect-sum KEY = KEY [+ KEY]  sums of ids agree: each task's or
  *                             timer's events carry the same id
  *
- * KEY is a bpftrace map entry as bpftrace prints it, with decimal keys:
- * n_<probe>[executor, fn] or n_<probe>[executor] counts events,
- * id_<probe>[...] sums their ids. The events: TASKS tasks of task_run on
+ *   name NUMBER LABEL         what a number in the keys is (for messages)
+ *
+ * KEY is a bpftrace map entry as bpftrace prints it, decimal, without the
+ * space after commas: n_<probe>[executor,fn] or n_<probe>[executor]
+ * counts events, id_<probe>[...] sums their ids. The events: TASKS tasks of task_run on
  * a pool of 4 workers; one task of fan_run that submits SUBS tasks of
  * sub_run from its worker (into that worker's own run queue) and blocks
  * until they are done, so other workers must steal them; TIMERS_FIRED
@@ -180,20 +182,20 @@ static void expect_task(uintptr_t ex, const char *fn_name, uintptr_t fn,
     static const char *const probes[] = {"task__enqueued", "task__start",
                                          "task__done"};
 
-    printf("probe_target: %s is %" PRIuPTR "\n", fn_name, fn);
+    printf("name %" PRIuPTR " %s\n", fn, fn_name);
     for (size_t i = 0; i < 3; i++)
-        printf("expect n_%s[%" PRIuPTR ", %" PRIuPTR "] == %u\n", probes[i],
+        printf("expect n_%s[%" PRIuPTR ",%" PRIuPTR "] == %u\n", probes[i],
                ex, fn, n);
     for (size_t i = 1; i < 3; i++)
-        printf("expect-sum id_%s[%" PRIuPTR ", %" PRIuPTR "] = id_%s[%" PRIuPTR
-               ", %" PRIuPTR "]\n",
+        printf("expect-sum id_%s[%" PRIuPTR ",%" PRIuPTR "] = id_%s[%" PRIuPTR
+               ",%" PRIuPTR "]\n",
                probes[0], ex, fn, probes[i], ex, fn);
 }
 
 static void expect_all(uintptr_t pool, uintptr_t sched, unsigned tasks,
                        bool stole)
 {
-    printf("probe_target: pool %" PRIuPTR ", scheduler %" PRIuPTR "\n", pool,
+    printf("name %" PRIuPTR " pool\nname %" PRIuPTR " scheduler\n", pool,
            sched);
     /* ISO C converts a function pointer to an integer, never to void * */
     expect_task(pool, "task_run", (uintptr_t)task_run, tasks);
@@ -202,9 +204,10 @@ static void expect_all(uintptr_t pool, uintptr_t sched, unsigned tasks,
     printf("expect n_worker__park[%" PRIuPTR "] >= 1\n", pool);
     printf("expect n_worker__unpark[%" PRIuPTR "] >= 1\n", pool);
     printf("expect n_steal[%" PRIuPTR "] >= %d\n", pool, stole ? 1 : 0);
-    printf("expect n_timer__schedule[%" PRIuPTR ", %" PRIuPTR "] == %d\n",
+    printf("name %" PRIuPTR " timer_run\n", (uintptr_t)timer_run);
+    printf("expect n_timer__schedule[%" PRIuPTR ",%" PRIuPTR "] == %d\n",
            sched, (uintptr_t)timer_run, TIMERS_FIRED + TIMERS_CANCELLED);
-    printf("expect n_timer__fire[%" PRIuPTR ", %" PRIuPTR "] == %d\n", sched,
+    printf("expect n_timer__fire[%" PRIuPTR ",%" PRIuPTR "] == %d\n", sched,
            (uintptr_t)timer_run, TIMERS_FIRED);
     printf("expect n_timer__cancel[%" PRIuPTR "] == %d\n", sched,
            TIMERS_CANCELLED);

@@ -22,6 +22,21 @@
 #include "registry_internal.h"
 #include "test_json.h"
 
+#if !defined(_WIN32)
+#  include "fork_internal.h" /* serex__fork_register: arms the handlers */
+#  include <sys/types.h>
+#  include <sys/wait.h> /* waitpid */
+#  include <unistd.h>   /* fork, alarm, _exit */
+#endif
+/* fork() in a multi-threaded TSan program: see test_fork.c */
+#if defined(__SANITIZE_THREAD__)
+#  define TEST_DUMP_TSAN 1
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define TEST_DUMP_TSAN 1
+#  endif
+#endif
+
 /* --- fake objects --- */
 
 enum fake_mode {
@@ -657,6 +672,64 @@ static void reg_remove_waits_for_a_describe_in_progress(void **state)
     fx->fakes[0] = NULL; /* removed by the remover */
 }
 
+#if !defined(_WIN32)
+/* The child's part: the object the parent's dump had pinned can go, and a
+ * dump works. Exit status 0 if so; a hang ends with SIGALRM. */
+static void fork_child_checks(struct fixture *fx, struct fake *f)
+{
+    FILE *out = tmpfile();
+    char *text;
+    const struct tj *objects;
+
+    /* no cmocka assert here: a failure would go on with the next test in
+     * the child */
+    alarm(10);
+    serex__reg_remove(&f->reg); /* its pin was the parent dumper's */
+    if (serex__reg_count() != fx->base || out == NULL ||
+        serex_dump(out, 0) != SEREX_OK || (text = read_all(out)) == NULL)
+        _exit(1);
+    objects = tj_get(tj_get(tj_parse(text), "serex"), "objects");
+    _exit(objects != NULL && objects->n == fx->base ? 0 : 2);
+}
+
+/* fork() while a dump on another thread is inside a describe: in the
+ * child that dump will never finish, and its pin must not hold up the
+ * object's destroy there (fork.c: serex__reg_fork_child). */
+static void reg_fork_child_drops_the_parent_dumps(void **state)
+{
+    struct fixture *fx = *state;
+    struct fake *f = fake_add(fx, 0, FAKE_BLOCK, &fake_class, "pinned");
+    atomic_int removed = 0;
+    struct dumper dp = {0};
+    serex__thread dumper;
+    int status = -1;
+    pid_t pid;
+
+#  if defined(TEST_DUMP_TSAN)
+    skip();
+#  endif
+    (void)serex__fork_register();
+    f->removed = &removed;
+    assert_int_equal(serex_event_create(&f->entered), SEREX_OK);
+    assert_int_equal(serex_event_create(&f->go), SEREX_OK);
+    assert_int_equal(serex__thread_start(&dumper, dumper_main, &dp), SEREX_OK);
+    assert_signalled(f->entered);
+    pid = fork();
+    if (pid == 0)
+        fork_child_checks(fx, f);
+    serex_event_signal(f->go);
+    serex__thread_join(dumper);
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(dp.rc, SEREX_OK);
+    free(dp.text);
+    serex_event_destroy(f->entered);
+    serex_event_destroy(f->go);
+}
+#endif
+
 /* --- dumps racing adds and removes --- */
 
 #define CHURN_ROUNDS 200 /* at least; more while the dumps go on */
@@ -765,6 +838,9 @@ int main(void)
 #endif
         T(reg_remove_waits_for_a_describe_in_progress),
         T(dump_races_objects_added_and_removed),
+#if !defined(_WIN32)
+        T(reg_fork_child_drops_the_parent_dumps),
+#endif
     };
 
     return cmocka_run_group_tests_name("dump", tests, NULL, NULL);
