@@ -39,6 +39,7 @@
 #include "common_internal.h"
 #include "nodecache_internal.h"
 #include "op_internal.h"
+#include "registry_internal.h"
 #include "thread_internal.h"
 
 typedef void (*item_fn)(void *item, void *arg);
@@ -66,6 +67,7 @@ struct serex_channel {
     size_t capacity, first, count;
     struct fifo senders, receivers;
     bool closed;
+    struct serex__reg reg; /* serex_dump's list */
 };
 
 static void fifo_push(struct fifo *f, struct waiter *w)
@@ -154,6 +156,32 @@ static struct waiter *waiter_new(serex_executor *target, serex_fn sent,
 
 /* --- the channel --- */
 
+static size_t fifo_length(const struct fifo *f)
+{
+    size_t n = 0;
+
+    for (const struct waiter *w = f->head; w != NULL; w = w->next)
+        n++;
+    return n;
+}
+
+/* serex_dump: fill, and parked continuations (under mu, briefly). */
+static void channel_describe(struct serex__reg *r, struct serex__dump *d)
+{
+    serex_channel *ch = (serex_channel *)(uintptr_t)r->obj;
+
+    serex__mutex_lock(&ch->mu);
+    serex__dump_u64(d, "capacity", ch->capacity);
+    serex__dump_u64(d, "items", ch->count);
+    serex__dump_bool(d, "closed", ch->closed);
+    serex__dump_u64(d, "parked_senders", fifo_length(&ch->senders));
+    serex__dump_u64(d, "parked_receivers", fifo_length(&ch->receivers));
+    serex__mutex_unlock(&ch->mu);
+}
+
+static const struct serex__reg_class channel_reg = {"channel",
+                                                    channel_describe};
+
 int serex_channel_create(size_t capacity, serex_channel **out)
 {
     serex_channel *ch;
@@ -173,6 +201,7 @@ int serex_channel_create(size_t capacity, serex_channel **out)
         return SEREX_ENOMEM;
     }
     ch->capacity = capacity;
+    serex__reg_add(&ch->reg, &channel_reg, ch, NULL);
     *out = ch;
     return SEREX_OK;
 }
@@ -269,6 +298,7 @@ void serex_channel_destroy(serex_channel *ch)
 {
     if (ch == NULL)
         return;
+    serex__reg_remove(&ch->reg); /* off the list before anything goes */
     fifo_drop(&ch->senders);
     fifo_drop(&ch->receivers);
     serex__mutex_destroy(&ch->mu);

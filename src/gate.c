@@ -23,6 +23,7 @@
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "nodecache_internal.h"
+#include "registry_internal.h"
 #include "thread_internal.h"
 
 struct parked {
@@ -45,6 +46,7 @@ struct serex_gate {
     bool want_open;     /* under mu: the state when the release ends */
     struct list parked; /* under mu: waiting for open */
     struct list kept;   /* under mu: refused by their target at release */
+    struct serex__reg reg; /* serex_dump's list */
 };
 
 static void list_append(struct list *l, struct parked *p)
@@ -65,6 +67,39 @@ static struct parked *parked_take(struct list *l)
     return p;
 }
 
+/* A list's first SEREX__DUMP_LIST_MAX continuations, and its length. */
+static void describe_list(struct serex__dump *d, const char *key,
+                          const struct list *l)
+{
+    size_t n = 0;
+
+    serex__dump_array_begin(d, key);
+    for (const struct parked *p = l->head; p != NULL; p = p->next, n++) {
+        if (n >= SEREX__DUMP_LIST_MAX)
+            continue;
+        serex__dump_object_begin(d, NULL);
+        serex__dump_fn(d, "fn", p->fn);
+        serex__dump_ptr(d, "target", p->target);
+        serex__dump_object_end(d);
+    }
+    serex__dump_array_end(d);
+    serex__dump_u64(d, "parked_count", n);
+}
+
+/* serex_dump: open or shut, and what waits (under mu, briefly: mu is
+ * never held across a task). */
+static void gate_describe(struct serex__reg *r, struct serex__dump *d)
+{
+    serex_gate *g = (serex_gate *)(uintptr_t)r->obj;
+
+    serex__mutex_lock(&g->mu);
+    serex__dump_bool(d, "open", g->open);
+    describe_list(d, "parked", &g->parked);
+    serex__mutex_unlock(&g->mu);
+}
+
+static const struct serex__reg_class gate_reg = {"gate", gate_describe};
+
 int serex_gate_create(bool open, serex_gate **out)
 {
     serex_gate *g;
@@ -81,6 +116,7 @@ int serex_gate_create(bool open, serex_gate **out)
     }
     g->open = open;
     g->want_open = open;
+    serex__reg_add(&g->reg, &gate_reg, g, NULL);
     *out = g;
     return SEREX_OK;
 }
@@ -187,6 +223,7 @@ size_t serex_gate_destroy(serex_gate *g, serex_pending_fn on_pending,
 
     if (g == NULL)
         return 0;
+    serex__reg_remove(&g->reg); /* off the list before anything goes */
     /* Kept ones first: they were released (and refused) before any task
      * still parked arrived. */
     n = gate_hand_back(parked_take(&g->kept), on_pending, ctx);

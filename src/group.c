@@ -184,6 +184,7 @@
 
 #include "alloc_internal.h"
 #include "common_internal.h"
+#include "registry_internal.h"
 #include "executor_internal.h"
 #include "future_internal.h"
 #include "group_internal.h"
@@ -231,6 +232,7 @@ struct serex_group {
     _Atomic uint64_t entered; /* enters without their leave: misuse check */
     struct note *list, **list_tail; /* waiting for the group to empty */
     struct note *due, **due_tail;   /* to post now, in order */
+    struct serex__reg reg; /* serex_dump's list */
 };
 
 /* A task's record (submit's; execute's adds fn). */
@@ -638,6 +640,18 @@ static const struct serex__op_class future_rec_class = {
 
 /* --- the calls --- */
 
+/* serex_dump: members and waiters (relaxed: a picture). */
+static void group_describe(struct serex__reg *r, struct serex__dump *d)
+{
+    const serex_group *g = r->obj;
+    uint64_t v = atomic_load_explicit(&g->state, memory_order_relaxed);
+
+    serex__dump_u64(d, "members", MEMBERS(v));
+    serex__dump_u64(d, "waiters", STATE_WAITERS(v));
+}
+
+static const struct serex__reg_class group_reg = {"group", group_describe};
+
 int serex_group_create(serex_group **out)
 {
     serex_group *g;
@@ -655,6 +669,7 @@ int serex_group_create(serex_group **out)
     atomic_init(&g->entered, 0);
     g->list_tail = &g->list;
     g->due_tail = &g->due;
+    serex__reg_add(&g->reg, &group_reg, g, NULL);
     *out = g;
     return SEREX_OK;
 }
@@ -665,6 +680,7 @@ void serex_group_destroy(serex_group *g)
 
     if (g == NULL)
         return;
+    serex__reg_remove(&g->reg); /* off the list before anything goes */
     /* acq_rel: as group_unref (whoever takes R to 0 with DETACHED frees) */
     old = atomic_fetch_or_explicit(&g->state, DETACHED, memory_order_acq_rel);
     if (MEMBERS(old) != 0)

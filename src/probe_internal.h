@@ -15,10 +15,13 @@
  * make otherwise: each has a USDT semaphore, a 16-bit counter in the
  * .probes section that a tool increments while it is attached (bpftrace,
  * perf, systemtap: through /proc/PID/mem, or the kernel's uprobe
- * reference counter), and SEREX__PROBE_TASK_ACTIVE() reads them. The other
- * probes fire on slow paths (a park, a steal, a timer) and have semaphores
- * only because <sys/sdt.h> gives every probe of a file one or none: nothing
- * reads theirs. probe.c defines all nine.
+ * reference counter), and SEREX__PROBE_TASK_ACTIVE() reads them; the
+ * executors take their slow, measuring path only while it is nonzero.
+ * The timer probes' semaphores are read the same way
+ * (SEREX__PROBE_TIMER_ACTIVE(): a timer's events cost a clock read too).
+ * Parks, unparks and steals are slow paths that fire their probes always;
+ * they have semaphores only because <sys/sdt.h> gives every probe of a file
+ * one or none, and nothing reads theirs. probe.c defines all nine.
  *
  * Built with SEREX_HAVE_USDT (cmake/SerexProbes.cmake: option SEREX_USDT,
  * on by default on Linux when <sys/sdt.h> is there). Without it every
@@ -62,6 +65,12 @@ SEREX__PROBE_SEMAPHORE(timer__cancel);
     ((unsigned)serex_task__enqueued_semaphore |                             \
      (unsigned)serex_task__start_semaphore |                                \
      (unsigned)serex_task__done_semaphore)
+
+/* Nonzero while a tool is attached to a timer probe. */
+#define SEREX__PROBE_TIMER_ACTIVE()                                         \
+    ((unsigned)serex_timer__schedule_semaphore |                            \
+     (unsigned)serex_timer__fire_semaphore |                                \
+     (unsigned)serex_timer__cancel_semaphore)
 
 /* The probes fire from these functions rather than from macros at the
  * call sites: <sys/sdt.h> calls a variadic macro of its own with no
@@ -167,6 +176,7 @@ static inline void serex__probe_timer_cancel(uintptr_t sched, uint64_t id)
 #else /* no probes */
 
 #define SEREX__PROBE_TASK_ACTIVE() 0u
+#define SEREX__PROBE_TIMER_ACTIVE() 0u
 #define SEREX__PROBE_TASK_ENQUEUED(ex, fn, id) ((void)0)
 #define SEREX__PROBE_TASK_START(ex, fn, id, wait_ns) ((void)0)
 #define SEREX__PROBE_TASK_DONE(ex, fn, id, run_ns) ((void)0)

@@ -517,7 +517,6 @@ struct flow_slot {
  * tables (allocated for the write, freed after). */
 struct trace_out {
     FILE *f;
-    bool first; /* no event written yet: no comma before the next */
     double ns_per_tick;
     uint64_t t0;      /* start's tick */
     uint64_t last_ns; /* the ring's previous event: times never go back */
@@ -717,13 +716,12 @@ static void out_us(struct trace_out *o, uint64_t ns)
 }
 
 /* Opens one event: {"ph":..,"pid":1,"tid":..,"ts":.. (the caller closes
- * it with "}"). */
+ * it with "}"). Every event but the first (the process's name) follows a
+ * comma. */
 static void out_open(struct trace_out *o, const char *ph, unsigned tid,
                      uint64_t ns)
 {
-    fprintf(o->f, "%s\n{\"ph\":\"%s\",\"pid\":1,\"tid\":%u,\"ts\":",
-            o->first ? "" : ",", ph, tid);
-    o->first = false;
+    fprintf(o->f, ",\n{\"ph\":\"%s\",\"pid\":1,\"tid\":%u,\"ts\":", ph, tid);
     out_us(o, ns);
 }
 
@@ -876,24 +874,35 @@ static void out_ring(struct trace_out *o, unsigned i)
     }
 }
 
-/* A name for ring @i's track: the worker it parked as, if it parked. */
+/* The first event of ring @i of one of two kinds, or NULL. */
+static const struct trace_event *ring_find(unsigned i, uint32_t k1, uint32_t k2)
+{
+    uint64_t first, n = ring_kept(i, &first);
+
+    for (uint64_t s = first; s < first + n; s++)
+        if (ring_at(i, s)->kind == k1 || ring_at(i, s)->kind == k2)
+            return ring_at(i, s);
+    return NULL;
+}
+
+/* A name for ring @i's track: the worker it parked as, if it parked;
+ * else the executor of the first task it ran, if it ran one. */
 static void out_thread_name(struct trace_out *o, unsigned i)
 {
     uint64_t first, n = ring_kept(i, &first);
-    const struct trace_event *w = NULL;
+    const struct trace_event *w, *b;
 
-    for (uint64_t s = first; s < first + n && w == NULL; s++)
-        if (ring_at(i, s)->kind == SEREX__OBS_PARK ||
-            ring_at(i, s)->kind == SEREX__OBS_UNPARK)
-            w = ring_at(i, s);
+    w = ring_find(i, SEREX__OBS_PARK, SEREX__OBS_UNPARK);
+    b = w != NULL ? NULL : ring_find(i, SEREX__OBS_BEGIN, SEREX__OBS_BEGIN);
     fprintf(o->f,
-            "%s\n{\"ph\":\"M\",\"pid\":1,\"tid\":%u,"
+            ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%u,"
             "\"name\":\"thread_name\",\"args\":{\"name\":\"",
-            o->first ? "" : ",", i + 1);
-    o->first = false;
+            i + 1);
     if (w != NULL)
         fprintf(o->f, "%s worker %lld (%p)", trace_cls(w), (long long)w->a,
                 w->obj);
+    else if (b != NULL)
+        fprintf(o->f, "thread %u (%s %p)", i + 1, trace_cls(b), b->obj);
     else
         fprintf(o->f, "thread %u", i + 1);
     fprintf(o->f, "\",\"events\":%llu,\"overwritten\":%llu}}",
@@ -946,7 +955,7 @@ static int trace_out_init(struct trace_out *o, FILE *f)
     uint64_t dt = trace_ctl.stop_tick - trace_ctl.start_tick;
     int64_t dns = trace_ctl.stop_ns - trace_ctl.start_ns;
 
-    *o = (struct trace_out){.f = f, .first = true, .t0 = trace_ctl.start_tick};
+    *o = (struct trace_out){.f = f, .t0 = trace_ctl.start_tick};
     o->ns_per_tick = dt > 0 && dns > 0 ? (double)dns / (double)dt : 1.0;
     o->stop_rel_ns = dns;
     o->end_of = serex__alloc((size_t)trace_ctl.cap * sizeof *o->end_of);
@@ -975,9 +984,8 @@ static int trace_write_locked(FILE *f)
         return SEREX_EINVAL;
     rc = trace_out_init(&o, f);
     if (rc == SEREX_OK) {
-        fprintf(f, "{\"traceEvents\":[");
-        o.first = false;
-        fprintf(f, "\n{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\","
+        fprintf(f, "{\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":1,\"name\":"
+                   "\"process_name\","
                    "\"args\":{\"name\":\"serex\"}}");
         for (unsigned i = 0; i < used; i++)
             out_thread_name(&o, i);
