@@ -98,6 +98,29 @@ int pool_run_tasks(serex_executor *pool, long n)
 }
 
 /*
+ * What the run watches, to measure what watching costs: the environment's
+ * SEREX_BENCH_WATCH, "metrics" (serex_executor_metrics_enable on every
+ * pool, serial and scheduler the benchmarks make, default sampling) or
+ * "metrics-all" (sampling every task). Unset: nothing (the numbers every
+ * other table shows).
+ */
+void bench_watch(serex_executor *ex)
+{
+    const char *w = getenv("SEREX_BENCH_WATCH");
+    serex_metrics_config all = {1, NULL, NULL};
+    int rc = SEREX_OK;
+
+    if (w == NULL || *w == '\0')
+        return;
+    if (strcmp(w, "metrics") == 0)
+        rc = serex_executor_metrics_enable(ex, NULL);
+    else if (strcmp(w, "metrics-all") == 0)
+        rc = serex_executor_metrics_enable(ex, &all);
+    if (rc != SEREX_OK)
+        report_error("serex_executor_metrics_enable", rc);
+}
+
+/*
  * A pool of @threads workers, warmed with WARMUP_TASKS untimed tasks as the
  * peers warm theirs, so no timed run pays for starting workers or filling
  * node caches (libuv and TBB start their threads lazily). NULL on failure.
@@ -112,6 +135,7 @@ serex_executor *pool_start(int threads)
         report_error("serex_pool_create", rc);
         return NULL;
     }
+    bench_watch(pool);
     if (pool_run_tasks(pool, WARMUP_TASKS) != SEREX_OK) {
         serex_destroy(pool);
         return NULL;
@@ -139,6 +163,7 @@ serex_executor *serial_start(serex_executor *pool)
         report_error("serex_serial_create", rc);
         return NULL;
     }
+    bench_watch(serial);
     return serial;
 }
 

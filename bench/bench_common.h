@@ -115,6 +115,8 @@ bool done_wait_for(struct done *d, int64_t cap_ns);
 
 int pool_run_tasks(serex_executor *pool, long n);
 serex_executor *pool_start(int threads);
+/* SEREX_BENCH_WATCH=metrics|metrics-all: turn @ex's metrics on. */
+void bench_watch(serex_executor *ex);
 int pool_stop(serex_executor *pool);
 serex_executor *serial_start(serex_executor *pool);
 

@@ -134,6 +134,8 @@ static int ring_make(struct ring_run *r, serex_executor *pool)
     for (int i = 0; i < RING_SERIALS; i++) {
         int rc = serex_serial_create(pool, NULL, &r->serials[i]);
 
+        if (rc == SEREX_OK)
+            bench_watch(r->serials[i]);
         if (rc != SEREX_OK) {
             report_error("serex_serial_create", rc);
             while (i-- > 0)

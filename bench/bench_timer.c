@@ -52,6 +52,7 @@ static serex_scheduler *scheduler_start(void)
         report_error("serex_scheduler_create", rc);
         return NULL;
     }
+    bench_watch(serex_scheduler_executor(s));
     return s;
 }
 

@@ -11,8 +11,8 @@
 
 #ifdef SEREX_HAVE_USDT
 
-#define SEREX__PROBE_DEFINE(name)                                           \
-    volatile unsigned short serex_##name##_semaphore                       \
+#  define SEREX__PROBE_DEFINE(name)                  \
+    volatile unsigned short serex_##name##_semaphore \
         __attribute__((section(".probes"), visibility("hidden"))) = 0
 
 SEREX__PROBE_DEFINE(task__enqueued);

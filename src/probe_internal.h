@@ -37,15 +37,15 @@
 
 #ifdef SEREX_HAVE_USDT
 
-#include <stdint.h> /* uintptr_t, uint64_t, int64_t: the probes' arguments */
+#  include <stdint.h> /* uintptr_t, uint64_t, int64_t: the probes' arguments */
 
 /* Every probe in this file notes its semaphore's address (dtrace -h). */
-#define _SDT_HAS_SEMAPHORES 1
-#include <sys/sdt.h> /* STAP_PROBEn */
+#  define _SDT_HAS_SEMAPHORES 1
+#  include <sys/sdt.h> /* STAP_PROBEn */
 
 /* Hidden: one library's semaphores, reached PC-relative from its code. */
-#define SEREX__PROBE_SEMAPHORE(name)                                        \
-    extern volatile unsigned short serex_##name##_semaphore                \
+#  define SEREX__PROBE_SEMAPHORE(name)                      \
+    extern volatile unsigned short serex_##name##_semaphore \
         __attribute__((section(".probes"), visibility("hidden")))
 
 SEREX__PROBE_SEMAPHORE(task__enqueued);
@@ -61,25 +61,24 @@ SEREX__PROBE_SEMAPHORE(timer__cancel);
 /* Nonzero while a tool is attached to a per-task probe. Three loads of
  * words only tools write (volatile: a tool attaches at any moment; never
  * cached across a worker's loop). */
-#define SEREX__PROBE_TASK_ACTIVE()                                          \
-    ((unsigned)serex_task__enqueued_semaphore |                             \
-     (unsigned)serex_task__start_semaphore |                                \
+#  define SEREX__PROBE_TASK_ACTIVE()            \
+    ((unsigned)serex_task__enqueued_semaphore | \
+     (unsigned)serex_task__start_semaphore |    \
      (unsigned)serex_task__done_semaphore)
 
 /* Nonzero while a tool is attached to a timer probe. */
-#define SEREX__PROBE_TIMER_ACTIVE()                                         \
-    ((unsigned)serex_timer__schedule_semaphore |                            \
-     (unsigned)serex_timer__fire_semaphore |                                \
+#  define SEREX__PROBE_TIMER_ACTIVE()            \
+    ((unsigned)serex_timer__schedule_semaphore | \
+     (unsigned)serex_timer__fire_semaphore |     \
      (unsigned)serex_timer__cancel_semaphore)
 
 /* The probes fire from these functions rather than from macros at the
  * call sites: <sys/sdt.h> calls a variadic macro of its own with no
- * variadic argument, which clang -Wpedantic reports where the expansion
- * is; here it is in one place, and silenced there. */
-#ifdef __clang__
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wgnu-zero-variadic-macro-arguments"
-#endif
+ * variadic argument, which -Wpedantic reports where the expansion is
+ * (gcc only when the header is not in a system directory); here it is in
+ * one place, and silenced there. Both gcc and clang read these pragmas. */
+#  pragma GCC diagnostic push
+#  pragma GCC diagnostic ignored "-Wpedantic"
 
 /* (executor, fn, id) */
 static inline void serex__probe_task_enqueued(uintptr_t ex, uintptr_t fn,
@@ -115,8 +114,7 @@ static inline void serex__probe_worker_unpark(uintptr_t ex, unsigned worker)
 }
 
 /* (pool, victim worker index, tasks taken) */
-static inline void serex__probe_steal(uintptr_t ex, unsigned victim,
-                                      unsigned n)
+static inline void serex__probe_steal(uintptr_t ex, unsigned victim, unsigned n)
 {
     STAP_PROBE3(serex, steal, ex, victim, n);
 }
@@ -141,51 +139,49 @@ static inline void serex__probe_timer_cancel(uintptr_t sched, uint64_t id)
     STAP_PROBE2(serex, timer__cancel, sched, id);
 }
 
-#ifdef __clang__
-#pragma clang diagnostic pop
-#endif
+#  pragma GCC diagnostic pop
 
 /* Pointers, function pointers included, go as integers: an integer is
  * what a tool reads, and ISO C converts a function pointer to one. */
-#define SEREX__PROBE_P(p) ((uintptr_t)(p))
+#  define SEREX__PROBE_P(p) ((uintptr_t)(p))
 
-#define SEREX__PROBE_TASK_ENQUEUED(ex, fn, id)                              \
-    serex__probe_task_enqueued(SEREX__PROBE_P(ex), SEREX__PROBE_P(fn),      \
+#  define SEREX__PROBE_TASK_ENQUEUED(ex, fn, id)                       \
+    serex__probe_task_enqueued(SEREX__PROBE_P(ex), SEREX__PROBE_P(fn), \
                                (uint64_t)(id))
-#define SEREX__PROBE_TASK_START(ex, fn, id, wait_ns)                        \
-    serex__probe_task_start(SEREX__PROBE_P(ex), SEREX__PROBE_P(fn),         \
+#  define SEREX__PROBE_TASK_START(ex, fn, id, wait_ns)              \
+    serex__probe_task_start(SEREX__PROBE_P(ex), SEREX__PROBE_P(fn), \
                             (uint64_t)(id), (int64_t)(wait_ns))
-#define SEREX__PROBE_TASK_DONE(ex, fn, id, run_ns)                          \
-    serex__probe_task_done(SEREX__PROBE_P(ex), SEREX__PROBE_P(fn),          \
+#  define SEREX__PROBE_TASK_DONE(ex, fn, id, run_ns)               \
+    serex__probe_task_done(SEREX__PROBE_P(ex), SEREX__PROBE_P(fn), \
                            (uint64_t)(id), (int64_t)(run_ns))
-#define SEREX__PROBE_WORKER_PARK(ex, worker)                                \
+#  define SEREX__PROBE_WORKER_PARK(ex, worker) \
     serex__probe_worker_park(SEREX__PROBE_P(ex), (unsigned)(worker))
-#define SEREX__PROBE_WORKER_UNPARK(ex, worker)                              \
+#  define SEREX__PROBE_WORKER_UNPARK(ex, worker) \
     serex__probe_worker_unpark(SEREX__PROBE_P(ex), (unsigned)(worker))
-#define SEREX__PROBE_STEAL(ex, victim, n)                                   \
+#  define SEREX__PROBE_STEAL(ex, victim, n) \
     serex__probe_steal(SEREX__PROBE_P(ex), (unsigned)(victim), (unsigned)(n))
-#define SEREX__PROBE_TIMER_SCHEDULE(sched, fn, id, delay_ns)                \
-    serex__probe_timer_schedule(SEREX__PROBE_P(sched), SEREX__PROBE_P(fn),  \
+#  define SEREX__PROBE_TIMER_SCHEDULE(sched, fn, id, delay_ns)             \
+    serex__probe_timer_schedule(SEREX__PROBE_P(sched), SEREX__PROBE_P(fn), \
                                 (uint64_t)(id), (int64_t)(delay_ns))
-#define SEREX__PROBE_TIMER_FIRE(sched, fn, id, late_ns)                     \
-    serex__probe_timer_fire(SEREX__PROBE_P(sched), SEREX__PROBE_P(fn),      \
+#  define SEREX__PROBE_TIMER_FIRE(sched, fn, id, late_ns)              \
+    serex__probe_timer_fire(SEREX__PROBE_P(sched), SEREX__PROBE_P(fn), \
                             (uint64_t)(id), (int64_t)(late_ns))
-#define SEREX__PROBE_TIMER_CANCEL(sched, id)                                \
+#  define SEREX__PROBE_TIMER_CANCEL(sched, id) \
     serex__probe_timer_cancel(SEREX__PROBE_P(sched), (uint64_t)(id))
 
 #else /* no probes */
 
-#define SEREX__PROBE_TASK_ACTIVE() 0u
-#define SEREX__PROBE_TIMER_ACTIVE() 0u
-#define SEREX__PROBE_TASK_ENQUEUED(ex, fn, id) ((void)0)
-#define SEREX__PROBE_TASK_START(ex, fn, id, wait_ns) ((void)0)
-#define SEREX__PROBE_TASK_DONE(ex, fn, id, run_ns) ((void)0)
-#define SEREX__PROBE_WORKER_PARK(ex, worker) ((void)0)
-#define SEREX__PROBE_WORKER_UNPARK(ex, worker) ((void)0)
-#define SEREX__PROBE_STEAL(ex, victim, n) ((void)0)
-#define SEREX__PROBE_TIMER_SCHEDULE(sched, fn, id, delay_ns) ((void)0)
-#define SEREX__PROBE_TIMER_FIRE(sched, fn, id, late_ns) ((void)0)
-#define SEREX__PROBE_TIMER_CANCEL(sched, id) ((void)0)
+#  define SEREX__PROBE_TASK_ACTIVE() 0u
+#  define SEREX__PROBE_TIMER_ACTIVE() 0u
+#  define SEREX__PROBE_TASK_ENQUEUED(ex, fn, id) ((void)0)
+#  define SEREX__PROBE_TASK_START(ex, fn, id, wait_ns) ((void)0)
+#  define SEREX__PROBE_TASK_DONE(ex, fn, id, run_ns) ((void)0)
+#  define SEREX__PROBE_WORKER_PARK(ex, worker) ((void)0)
+#  define SEREX__PROBE_WORKER_UNPARK(ex, worker) ((void)0)
+#  define SEREX__PROBE_STEAL(ex, victim, n) ((void)0)
+#  define SEREX__PROBE_TIMER_SCHEDULE(sched, fn, id, delay_ns) ((void)0)
+#  define SEREX__PROBE_TIMER_FIRE(sched, fn, id, late_ns) ((void)0)
+#  define SEREX__PROBE_TIMER_CANCEL(sched, id) ((void)0)
 
 #endif /* SEREX_HAVE_USDT */
 

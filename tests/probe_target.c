@@ -43,8 +43,8 @@
 #include <string.h>
 
 #if defined(SEREX_HAVE_USDT) && !defined(SEREX_TEST_SHARED)
-#include "probe_internal.h" /* the semaphores */
-#define PROBE_TARGET_SEMAPHORES 1
+#  include "probe_internal.h" /* the semaphores */
+#  define PROBE_TARGET_SEMAPHORES 1
 #endif
 
 #define SUBS 64
@@ -54,11 +54,11 @@
 
 struct target {
     serex_executor *pool;
-    serex_event *idle;     /* never signalled: a sleep */
+    serex_event *idle; /* never signalled: a sleep */
     serex_event *tasks_done, *subs_done, *fan_done, *timers_done;
-    unsigned tasks;        /* TASKS */
+    unsigned tasks; /* TASKS */
     atomic_uint task_runs, sub_runs, timer_runs;
-    bool fan_saw_subs;     /* the subs ran while fan_run blocked */
+    bool fan_saw_subs; /* the subs ran while fan_run blocked */
 };
 
 static void fail(const char *what, int status)
@@ -184,8 +184,8 @@ static void expect_task(uintptr_t ex, const char *fn_name, uintptr_t fn,
 
     printf("name %" PRIuPTR " %s\n", fn, fn_name);
     for (size_t i = 0; i < 3; i++)
-        printf("expect n_%s[%" PRIuPTR ",%" PRIuPTR "] == %u\n", probes[i],
-               ex, fn, n);
+        printf("expect n_%s[%" PRIuPTR ",%" PRIuPTR "] == %u\n", probes[i], ex,
+               fn, n);
     for (size_t i = 1; i < 3; i++)
         printf("expect-sum id_%s[%" PRIuPTR ",%" PRIuPTR "] = id_%s[%" PRIuPTR
                ",%" PRIuPTR "]\n",
@@ -205,14 +205,15 @@ static void expect_all(uintptr_t pool, uintptr_t sched, unsigned tasks,
     printf("expect n_worker__unpark[%" PRIuPTR "] >= 1\n", pool);
     printf("expect n_steal[%" PRIuPTR "] >= %d\n", pool, stole ? 1 : 0);
     printf("name %" PRIuPTR " timer_run\n", (uintptr_t)timer_run);
-    printf("expect n_timer__schedule[%" PRIuPTR ",%" PRIuPTR "] == %d\n",
-           sched, (uintptr_t)timer_run, TIMERS_FIRED + TIMERS_CANCELLED);
+    printf("expect n_timer__schedule[%" PRIuPTR ",%" PRIuPTR "] == %d\n", sched,
+           (uintptr_t)timer_run, TIMERS_FIRED + TIMERS_CANCELLED);
     printf("expect n_timer__fire[%" PRIuPTR ",%" PRIuPTR "] == %d\n", sched,
            (uintptr_t)timer_run, TIMERS_FIRED);
     printf("expect n_timer__cancel[%" PRIuPTR "] == %d\n", sched,
            TIMERS_CANCELLED);
-    printf("expect-sum id_timer__schedule[%" PRIuPTR "] = id_timer__fire[%" PRIuPTR
-           "] + id_timer__cancel[%" PRIuPTR "]\n",
+    printf("expect-sum id_timer__schedule[%" PRIuPTR
+           "] = id_timer__fire[%" PRIuPTR "] + id_timer__cancel[%" PRIuPTR
+           "]\n",
            sched, sched, sched);
 }
 
@@ -244,8 +245,9 @@ static void wait_for_tool(struct target *t, int64_t timeout_s)
         serex_event_wait(t->idle, SEREX_MS(1));
     }
     if (n != 9) {
-        fprintf(stderr, "probe_target: after %" PRId64 " s, a tool is "
-                        "attached to %u of the 9 probes (semaphores)\n",
+        fprintf(stderr,
+                "probe_target: after %" PRId64 " s, a tool is "
+                "attached to %u of the 9 probes (semaphores)\n",
                 timeout_s, n);
         exit(3);
     }
