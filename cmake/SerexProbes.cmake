@@ -30,6 +30,13 @@ set(SEREX_USDT_ENABLED OFF)
 set(SEREX_PROBE_DEFINES)
 if(_serex_usdt STREQUAL "ON" OR
    (_serex_usdt STREQUAL "AUTO" AND CMAKE_SYSTEM_NAME STREQUAL "Linux"))
+  # A failed check is made again at each configure (a header installed
+  # since is found); a passed one is kept.
+  foreach(_serex_var SEREX_HAVE_SYS_SDT_H SEREX_HAVE_SDT_PROBES)
+    if(NOT ${_serex_var})
+      unset(${_serex_var} CACHE)
+    endif()
+  endforeach()
   cmake_push_check_state(RESET)
   check_include_file(sys/sdt.h SEREX_HAVE_SYS_SDT_H)
   if(SEREX_HAVE_SYS_SDT_H)

@@ -20,8 +20,9 @@
 #      (tests/probe_target.c): the counts must match exactly (parks,
 #      unparks and steals: at least one), the ids of a task's enqueued,
 #      start and done events and of a timer's events must pair up, and no
-#      event may carry an impossible argument (a negative run time, a
-#      timer fired early). Where bpftrace is missing or cannot attach, it
+#      event may carry an impossible argument (a wait or run time below -1,
+#      the value for "not measured"; a negative delay; a timer fired early;
+#      a steal of nothing). Where bpftrace is missing or cannot attach, it
 #      says why on a line of its own and skips this half.
 #
 # Usage: scripts/check_probes.sh [options] [BUILD_DIR]
@@ -94,12 +95,13 @@ check_notes() {
             nosem+=("$p")
         fi
     done
-    for p in $(awk '{ print $2 }' <<<"$found" | sort -u); do
-        case " $(echo $PROBES) " in
+    while read -r p; do
+        [ -n "$p" ] || continue
+        case " ${PROBES//$'\n'/ } " in
         *" $p "*) ;;
         *) extra+=("$p") ;;
         esac
-    done
+    done < <(awk '{ print $2 }' <<<"$found" | sort -u)
     if [ ${#missing[@]} -gt 0 ] || [ ${#nosem[@]} -gt 0 ] ||
         [ ${#extra[@]} -gt 0 ]; then
         [ ${#missing[@]} -eq 0 ] ||
@@ -161,7 +163,7 @@ $u:task__start { @n_task__start[arg0, arg1] = count();
     if ((int64)arg3 < -1) { @bad["task__start: wait_ns below -1"] = count(); } }
 $u:task__done { @n_task__done[arg0, arg1] = count();
     @id_task__done[arg0, arg1] = sum(arg2);
-    if ((int64)arg3 < 0) { @bad["task__done: run_ns negative"] = count(); } }
+    if ((int64)arg3 < -1) { @bad["task__done: run_ns below -1"] = count(); } }
 $u:worker__park { @n_worker__park[arg0] = count(); }
 $u:worker__unpark { @n_worker__unpark[arg0] = count(); }
 $u:steal { @n_steal[arg0] = count();
@@ -207,7 +209,7 @@ counts() {
 pretty() {
     local num label
     while read -r _ num label; do
-        echo "s/\\b$num\\b/$label/g"
+        printf 's/\\b%s\\b/%s/g\n' "$num" "$label"
     done < <(grep '^name ' "$1") >"$work/names.sed"
     sed -f "$work/names.sed"
 }

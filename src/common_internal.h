@@ -22,10 +22,19 @@
 #  define serex__unlikely(x) __builtin_expect(!!(x), 0)
 /* Asks for the line at @p, to be written soon: a hint, never a fault. */
 #  define serex__prefetch_w(p) __builtin_prefetch((p), 1, 3)
+/* A slow path kept out of its caller: the busy path keeps nothing alive
+ * for it (observe_internal.h's events). */
+#  define SEREX__NOINLINE __attribute__((noinline, cold))
+#elif defined(_MSC_VER)
+#  define serex__likely(x) (x)
+#  define serex__unlikely(x) (x)
+#  define serex__prefetch_w(p) ((void)(p))
+#  define SEREX__NOINLINE __declspec(noinline)
 #else
 #  define serex__likely(x) (x)
 #  define serex__unlikely(x) (x)
 #  define serex__prefetch_w(p) ((void)(p))
+#  define SEREX__NOINLINE
 #endif
 
 #define SEREX__CACHELINE 64

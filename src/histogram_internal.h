@@ -89,20 +89,41 @@ static inline bool serex__metrics_sample(const struct serex__metrics *ms)
 }
 
 /*
- * A submission's time as a queue stores it: 0 means "not timed", so a
- * clock that reads 0 (a manual one at its start) is stored as 1 more, and
- * serex__metrics_since takes the 1 back.
+ * A submission's mark as a queue stores it (a pool record's or a node's
+ * `t`): 0, nothing watches the task; SEREX__T_UNTIMED, the recorder wants
+ * its slice but nothing timed it; else its submit time plus 2 (so a clock
+ * that reads 0, a manual one at its start, is a time too), which
+ * serex__metrics_time_of takes back.
  */
+#define SEREX__T_UNTIMED UINT64_C(1)
+
 static inline uint64_t serex__metrics_stamp(int64_t now)
 {
-    return (uint64_t)now + 1;
+    return (uint64_t)now + 2;
+}
+
+static inline bool serex__metrics_timed(uint64_t t)
+{
+    return t > SEREX__T_UNTIMED;
+}
+
+static inline int64_t serex__metrics_time_of(uint64_t stamp)
+{
+    return (int64_t)(stamp - 2);
 }
 
 static inline uint64_t serex__metrics_since(uint64_t stamp, int64_t now)
 {
-    int64_t then = (int64_t)(stamp - 1);
+    int64_t then = serex__metrics_time_of(stamp);
 
     return now > then ? (uint64_t)(now - then) : 0;
+}
+
+/* The clock of a set, or the monotonic one without a set. */
+static inline int64_t serex__metrics_now_or_mono(
+    const struct serex__metrics *ms)
+{
+    return ms != NULL ? serex__metrics_now(ms) : serex__now_ns();
 }
 
 /* The stripe of a shared set the calling thread writes. */

@@ -352,10 +352,7 @@ static void limiter_run(struct serex__op *op)
             serex__task_free(t); /* before the task: it may queue more */
             held = true;
             idle = 0;
-            if (serex__unlikely(serex__task_run_watched(&r)))
-                serex__task_watch_run(&l->base, &l->metrics, true, &r);
-            else
-                r.fn(r.arg);
+            serex__task_run(&l->base, &l->metrics, true, &r);
             if (++visit < BATCH)
                 continue;
             /* A full batch: give the thread back, unless the target
@@ -526,6 +523,8 @@ static int limiter_execute(serex_executor *ex, serex_fn fn, void *arg)
     } else if ((rc = limiter_count(l, &start)) == SEREX_OK) {
         if (serex__unlikely(serex__task_watched(&l->metrics)))
             serex__task_watch_submit(ex, &l->metrics, t);
+        else
+            SEREX__PROBE_TASK_ENQUEUED(ex, fn, (uint64_t)(uintptr_t)t);
         serex__mpsc_push_ends(limiter_queue(l), t); /* count, then push */
         t = NULL;
         /* Still counted in flight: shutdown_now, and so await and

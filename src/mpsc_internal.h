@@ -130,35 +130,4 @@ static inline size_t serex__mpsc_take_all(struct serex__mpsc_ends q,
     return n;
 }
 
-/*
- * The drain's loop of a serial or a striped lane: pops (under @pop_lock,
- * which shutdown_now also takes, so it cannot take back a task behind one
- * that has started) and runs up to @max tasks, freeing each node before
- * its task runs (the task may queue more). Returns how many ran.
- */
-static inline unsigned serex__mpsc_run(struct serex__mpsc_ends q,
-                                       serex__spinlock *pop_lock,
-                                       unsigned max)
-{
-    unsigned ran = 0;
-
-    while (ran < max) {
-        struct serex__task *t;
-        serex_fn fn;
-        void *arg;
-
-        serex__spin_lock(pop_lock);
-        t = serex__mpsc_pop_wait_ends(q);
-        serex__spin_unlock(pop_lock);
-        if (t == NULL)
-            break;
-        fn = t->fn;
-        arg = t->arg;
-        serex__task_free(t);
-        fn(arg);
-        ran++;
-    }
-    return ran;
-}
-
 #endif /* SEREX_MPSC_INTERNAL_H */

@@ -2,14 +2,26 @@
 /*
  * observe_internal.h - the points where serex's executors tell whoever
  * watches what happens: the flight recorder (trace.c) and the static
- * probes (probe_internal.h). Each executor calls these on its slow path
- * only: its busy path looks at serex__obs_listening() (one relaxed load of
- * a word that is almost never written, and the probes' semaphores, in one
- * predictable branch) and calls nothing while nobody listens.
+ * probes (probe_internal.h).
+ *
+ * What the busy path pays. The probes are NOPs until a tool attaches, so
+ * the busy path fires them where it stands (SEREX__PROBE_* at the call
+ * site), with the values it has in hand: no clock read for them (a task's
+ * wait and run are -1 in its probes unless something timed it). The
+ * recorder is a word, serex__obs_flags, that a submit looks at once (with
+ * its executor's own `watch` word, in one predictable branch); a submit
+ * that sees it marks its task (the record's or node's `t`, 1 when untimed:
+ * histogram_internal.h) and the runner, which looks only at `t`, records
+ * the task's slice. So a task submitted before the recorder starts has no
+ * slice: a trace begins with the tasks submitted after its start.
+ * The serex__obs_* calls below fire the probe and record; a site calls
+ * either one of them (slow path) or the probe alone (busy path), never
+ * both.
  *
  * An id names one task among those of one executor: the pool's stamp (its
- * submitting thread and that thread's count), a serial's or a lane's
- * serex__obs_id(). The recorder pairs a submit with its begin by
+ * submitting thread and that thread's count, or its index in a one-shard
+ * pool), a node's address for serials, lanes and limiters, a timer's
+ * record's address. The recorder pairs a submit with its begin by
  * (executor, id), which draws the flow from one thread to the other.
  */
 #ifndef SEREX_OBSERVE_INTERNAL_H
@@ -22,31 +34,27 @@
 #include "common_internal.h"
 #include "probe_internal.h"
 
-/* The timer probes' semaphores, where the probes have them. */
-#ifndef SEREX__PROBE_TIMER_ACTIVE
-#define SEREX__PROBE_TIMER_ACTIVE() 0u
-#endif
-
 /* serex__obs_flags: who listens to the whole process. */
 #define SEREX__OBS_TRACE 1u /* the flight recorder records */
 
 extern _Atomic unsigned serex__obs_flags;
 
-/* Whether per-task events have a listener: the recorder, or a tool
- * attached to a per-task probe. relaxed: a hint; an event missed while a
- * listener attaches is not one it could have waited for. */
+/* Whether the recorder records. relaxed: a hint; an event missed while
+ * it starts is one from before its start. */
 static inline bool serex__obs_listening(void)
 {
-    return (atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) |
-            SEREX__PROBE_TASK_ACTIVE()) != 0;
+    return atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) != 0;
 }
 
-/* Whether timer events have a listener: the recorder, or a tool attached
- * to a timer probe (relaxed: as serex__obs_listening). */
-static inline bool serex__obs_timers_listening(void)
+/* A task that runs unwatched: its two probes around it (NOPs unless a
+ * tool attached). */
+static inline void serex__obs_run_plain(serex_executor *ex, serex_fn fn,
+                                        void *arg, uint64_t id)
 {
-    return (atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) |
-            SEREX__PROBE_TIMER_ACTIVE()) != 0;
+    (void)ex, (void)id; /* the probes' only (none in some builds) */
+    SEREX__PROBE_TASK_START(ex, fn, id, -1);
+    fn(arg);
+    SEREX__PROBE_TASK_DONE(ex, fn, id, -1);
 }
 
 /* A new id for a task of an executor that has none of its own: the

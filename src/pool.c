@@ -160,11 +160,10 @@ int serex__pool_worker_main(void *arg)
         was_idle = false;
         /* relaxed: a picture for serex_dump, written by us only */
         atomic_store_explicit(&s->running, task.fn, memory_order_relaxed);
-        if (serex__unlikely((task.t != 0) | p->task_hooks |
-                            serex__obs_listening()))
+        if (serex__unlikely(task.t != 0)) /* watched (pool_watch.c) */
             serex__pool_watch_run(p, s, &task);
         else
-            task.fn(task.arg);
+            serex__obs_run_plain(&p->base, task.fn, task.arg, task.stamp);
         serex__stat_add(&s->done, 1);
     }
     /* the stop hook's executes go to the shared queue */
@@ -271,6 +270,8 @@ static int push_ring(struct push *u, struct ring_spare *sp)
         u->w = pool_published(p);
         if (serex__obs_listening()) /* under the lock, as pool_execute */
             serex__obs_submit(&p->base, r.fn, r.stamp);
+        else
+            SEREX__PROBE_TASK_ENQUEUED(&p->base, r.fn, r.stamp);
     } else if (rc != RING_NEED_ROOM)
         q->rejected++;
     serex__spin_unlock(&q->put_lock);
@@ -348,6 +349,7 @@ static int pool_push(struct push *u)
 int serex__pool_push_level(struct level *lv, serex_fn fn, void *arg)
 {
     struct push u = {lv->p, lv, NULL, fn, arg, 0, 0, WAKE_NONE};
+    int rc;
 
     if (serex__unlikely(serex__pool_watched(lv->p))) {
         struct serex__task_rec r = {fn, arg, 0, 0};
@@ -355,7 +357,10 @@ int serex__pool_push_level(struct level *lv, serex_fn fn, void *arg)
         serex__pool_watch_submit(lv->p, &r);
         u.t = r.t; /* a level's task has no id: no flow in a trace */
     }
-    return pool_push(&u);
+    rc = pool_push(&u);
+    if (rc == SEREX_OK)
+        SEREX__PROBE_TASK_ENQUEUED(&lv->face, fn, 0);
+    return rc;
 }
 
 /*
@@ -382,6 +387,8 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
     if (me != NULL && me->p == p) {
         if (serex__unlikely(watched) && serex__obs_listening())
             serex__obs_submit(ex, fn, r.stamp);
+        else
+            SEREX__PROBE_TASK_ENQUEUED(ex, fn, r.stamp);
         rc = serex__pool_push_local(p, me, r);
         if (rc == SEREX_OK)
             serex__pool_signal_work(p);
@@ -402,6 +409,8 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
          * index, in a one-shard pool: known only now) */
         if (serex__unlikely(watched) && serex__obs_listening())
             serex__obs_submit(ex, fn, r.stamp);
+        else
+            SEREX__PROBE_TASK_ENQUEUED(ex, fn, r.stamp);
     } else if (rc != RING_NEED_ROOM)
         q->rejected++;
     if (serex__unlikely(w != WAKE_NONE)) /* the hold: see pool_published */
@@ -746,11 +755,10 @@ static int pool_config_threads(const serex_pool_config *c, struct pool *p)
     p->on_task_finish = c->on_task_finish;
     p->hook_ctx = c->hook_ctx;
     p->stack_size = c->stack_size;
-    p->task_hooks = c->on_task_start != NULL || c->on_task_end != NULL ||
-                    c->on_task_begin != NULL || c->on_task_finish != NULL;
-    if (c->on_task_begin != NULL || c->on_task_finish != NULL)
+    if (c->on_task_start != NULL || c->on_task_end != NULL ||
+        c->on_task_begin != NULL || c->on_task_finish != NULL)
         /* relaxed: before any thread or submit can see the pool */
-        atomic_store_explicit(&p->watch, WATCH_INFO, memory_order_relaxed);
+        atomic_store_explicit(&p->watch, WATCH_HOOKS, memory_order_relaxed);
     p->thread_setup = c->on_thread_start != NULL || c->ncpus != 0;
     if (c->ncpus == 0)
         return SEREX_OK;

@@ -52,7 +52,7 @@
 
 enum { LV_HIGH, LV_LOW }; /* which struct level: p->lv[LV_HIGH] */
 
-#define WATCH_INFO 1u    /* on_task_begin or on_task_finish: time every task */
+#define WATCH_HOOKS 1u   /* a task hook is set: time every task */
 #define WATCH_METRICS 2u /* metrics on: time a sample */
 
 /* A slot's state, under mu (the life of its thread: pool_thread.c). */
@@ -166,8 +166,7 @@ struct pool {
     unsigned ninj;         /* how many: a power of two */
     _Atomic uint32_t levels_on;  /* 0 -> 1 once: a HIGH or LOW face was
                                     made; workers look at the levels */
-    bool task_hooks;             /* a task hook is set */
-    /* What watches each submission (WATCH_*): the info hooks (fixed at
+    /* What watches each submission (WATCH_*): the task hooks (fixed at
      * create), metrics (set once by their enable). relaxed on the busy
      * path: a task submitted as it changes is timed or not. */
     _Atomic uint32_t watch;
@@ -548,17 +547,19 @@ int serex__pool_push_level(struct level *lv, serex_fn fn, void *arg);
 /* --- pool_watch.c: timing, task hooks, metrics, the dump --- */
 
 /* A submit that something watches: its time in r->t, if wanted. */
-void serex__pool_watch_submit(struct pool *p, struct serex__task_rec *r);
+SEREX__NOINLINE void serex__pool_watch_submit(struct pool *p,
+                                              struct serex__task_rec *r);
 /* Runs a task with the hooks, the timing and the events it is owed. */
-void serex__pool_watch_run(struct pool *p, struct slot *s,
+SEREX__NOINLINE void serex__pool_watch_run(struct pool *p, struct slot *s,
                            const struct serex__task_rec *r);
-/* Whether a submit is watched: an info hook, metrics, or a listener. */
+/* Whether a submit is watched: a hook, metrics, or the recorder. */
 static inline bool serex__pool_watched(struct pool *p)
 {
-    /* relaxed: see pool_watch.c (a task submitted as it changes is timed
-     * or not, either is right) */
+    /* relaxed (both): see pool_watch.c (a task submitted as either
+     * changes is watched or not, either is right) */
     return (atomic_load_explicit(&p->watch, memory_order_relaxed) |
-            (uint32_t)serex__obs_listening()) != 0;
+            atomic_load_explicit(&serex__obs_flags, memory_order_relaxed)) !=
+           0;
 }
 int serex__pool_metrics_enable(serex_executor *ex,
                                const serex_metrics_config *cfg);

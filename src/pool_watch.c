@@ -5,29 +5,25 @@
  * serex_executor_metrics, and its part of serex_dump.
  *
  * The busy path pays one predictable branch per submit and per task for
- * all of it (pool.c): a submit looks at `watch` and whether anyone
- * listens (observe_internal.h); a worker at whether the task was timed, a
- * hook is set, or anyone listens. Everything here runs only past those.
+ * all of it (pool.c): a submit looks at the pool's `watch` word and the
+ * recorder's (observe_internal.h); a worker only at the task's mark `t`,
+ * which a watched submit sets (histogram_internal.h: 0 unwatched, 1 for
+ * the recorder alone, else the submit time). A pool with any task hook
+ * watches every submit, so its hooks see every task. The probes fire on
+ * the busy path itself: NOPs while no tool is attached.
  *
- * Timing. A submit that something watches stores its time in the task's
- * record (`t`): every submit when an info hook is set or a tool listens
- * to the probes (they report each task's wait), one in `every` of the
- * calling thread's submits when only the histograms want it (sampling, as
- * Go's scheduler-latency metric does: a clock read costs about what a
- * small task does). The worker that takes a timed task reads the clock
- * before and after it and records the wait and the run in its own part of
- * the histograms: one writer per part, no shared atomic.
+ * Timing. A watched submit stores its time in the task's record: every
+ * submit when an info hook is set, one in `every` of the calling
+ * thread's submits when only the histograms want it (sampling, as Go's
+ * scheduler-latency metric does: a clock read costs about what a small
+ * task does). The worker that takes a timed task reads the clock before
+ * and after it and records the wait and the run in its own part of the
+ * histograms: one writer per part, no shared atomic.
  */
 #include <string.h>
 
 #include "exec_class_internal.h"
 #include "pool_types_internal.h"
-
-/* The time stamps of the pool's tasks: the metrics clock once enabled. */
-static int64_t watch_now(const struct serex__metrics *ms)
-{
-    return ms != NULL ? serex__metrics_now(ms) : serex__now_ns();
-}
 
 void serex__pool_watch_submit(struct pool *p, struct serex__task_rec *r)
 {
@@ -38,9 +34,10 @@ void serex__pool_watch_submit(struct pool *p, struct serex__task_rec *r)
 
     if (watch & WATCH_METRICS)
         ms = serex__metrics_get(&p->metrics);
-    if ((watch & WATCH_INFO) || SEREX__PROBE_TASK_ACTIVE() ||
-        (ms != NULL && serex__metrics_sample(ms)))
-        r->t = serex__metrics_stamp(watch_now(ms));
+    if ((watch & WATCH_HOOKS) || (ms != NULL && serex__metrics_sample(ms)))
+        r->t = serex__metrics_stamp(serex__metrics_now_or_mono(ms));
+    else if (serex__obs_listening())
+        r->t = SEREX__T_UNTIMED;
 }
 
 /* The identity the info hooks get. */
@@ -52,7 +49,8 @@ static void watch_info(struct pool *p, struct slot *s,
     info->fn = r->fn;
     info->arg = r->arg;
     info->id = r->stamp;
-    info->submit_ns = r->t != 0 ? (int64_t)(r->t - 1) : 0;
+    info->submit_ns =
+        serex__metrics_timed(r->t) ? serex__metrics_time_of(r->t) : 0;
     info->start_ns = start;
     info->worker = (unsigned)(s - p->slots);
 }
@@ -91,28 +89,23 @@ void serex__pool_watch_run(struct pool *p, struct slot *s,
                            const struct serex__task_rec *r)
 {
     struct serex__metrics *ms = serex__metrics_get(&p->metrics);
-    bool timed = r->t != 0, told = serex__obs_listening();
-    int64_t start = timed ? watch_now(ms) : 0;
-    uint64_t wait = timed ? serex__metrics_since(r->t, start) : 0;
+    bool timed = serex__metrics_timed(r->t);
+    int64_t start = timed ? serex__metrics_now_or_mono(ms) : 0;
+    int64_t wait = timed ? (int64_t)serex__metrics_since(r->t, start) : -1;
+    int64_t run = -1;
     serex_task_info info;
 
     watch_info(p, s, r, start, &info);
-    if (told)
-        serex__obs_begin(&p->base, r->fn, r->arg, r->stamp,
-                         timed ? (int64_t)wait : -1);
+    serex__obs_begin(&p->base, r->fn, r->arg, r->stamp, wait);
     watch_hooks_begin(p, &info);
     r->fn(r->arg);
     watch_hooks_end(p, &info);
     if (timed) {
-        uint64_t run = serex__metrics_since(serex__metrics_stamp(start),
-                                            watch_now(ms));
-
-        watch_record(p, s, wait, run);
-        if (told)
-            serex__obs_end(&p->base, r->fn, r->stamp, (int64_t)run);
-    } else if (told) {
-        serex__obs_end(&p->base, r->fn, r->stamp, -1);
+        run = (int64_t)serex__metrics_since(serex__metrics_stamp(start),
+                                            serex__metrics_now_or_mono(ms));
+        watch_record(p, s, (uint64_t)wait, (uint64_t)run);
     }
+    serex__obs_end(&p->base, r->fn, r->stamp, run);
 }
 
 /* --- serex_dump --- */

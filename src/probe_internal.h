@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * probe_internal.h - serex's static probes (USDT): the one file that may
- * include <sys/sdt.h>. Only observe.c fires them (observe_internal.h).
+ * include <sys/sdt.h>. The executors fire them through observe_internal.h
+ * (its serex__obs_* calls, or these macros where a busy path stands).
  *
  * Provider serex; a tool sees each as usdt:<libserex or the program>:
  * serex:<name> (docs/probes.md lists them with their arguments). Each probe
@@ -10,22 +11,20 @@
  * turns the NOP into a trap. While nobody listens a probe costs the NOP
  * and getting its arguments where the note says, nothing more.
  *
- * The per-task probes (task__enqueued, task__start, task__done) fire at
- * every task, so their arguments cost clock reads the executors would not
- * make otherwise: each has a USDT semaphore, a 16-bit counter in the
- * .probes section that a tool increments while it is attached (bpftrace,
- * perf, systemtap: through /proc/PID/mem, or the kernel's uprobe
- * reference counter), and SEREX__PROBE_TASK_ACTIVE() reads them; the
- * executors take their slow, measuring path only while it is nonzero.
- * The timer probes' semaphores are read the same way
- * (SEREX__PROBE_TIMER_ACTIVE(): a timer's events cost a clock read too).
- * Parks, unparks and steals are slow paths that fire their probes always;
- * they have semaphores only because <sys/sdt.h> gives every probe of a file
- * one or none, and nothing reads theirs. probe.c defines all nine.
+ * Every probe has a USDT semaphore: a 16-bit counter in the .probes
+ * section that a tool increments while it is attached to that probe
+ * (bpftrace, perf, SystemTap: through the kernel's uprobe reference
+ * counter, or by writing /proc/PID/mem). The per-task probes'
+ * (task__enqueued, task__start, task__done) say whether a tool wants
+ * tasks' times, which cost clock reads an executor makes only when asked:
+ * SEREX__PROBE_TASK_ACTIVE() reads them, and SEREX__PROBE_TIMER_ACTIVE()
+ * the timer probes'. The others' semaphores are there only because
+ * <sys/sdt.h> gives every probe of a file one or none; nothing reads them.
+ * probe.c defines all nine.
  *
  * Built with SEREX_HAVE_USDT (cmake/SerexProbes.cmake: option SEREX_USDT,
  * on by default on Linux when <sys/sdt.h> is there). Without it every
- * probe is ((void)0), SEREX__PROBE_TASK_ACTIVE() is 0u, and no note,
+ * probe is ((void)0), the *_ACTIVE() macros are 0u, and no note,
  * semaphore or NOP is in the library.
  *
  * Arguments are 64-bit on 64-bit targets: pointers (executor, fn) as
@@ -75,10 +74,16 @@ SEREX__PROBE_SEMAPHORE(timer__cancel);
 /* The probes fire from these functions rather than from macros at the
  * call sites: <sys/sdt.h> calls a variadic macro of its own with no
  * variadic argument, which -Wpedantic reports where the expansion is
- * (gcc only when the header is not in a system directory); here it is in
- * one place, and silenced there. Both gcc and clang read these pragmas. */
+ * (clang always, gcc when the header is not in a system directory); here
+ * it is in one place, and silenced there. Both compilers read the GCC
+ * pragmas, but gcc before 13 does not apply them to the preprocessor's
+ * warnings: for it the rest of this file is a system header. */
 #  pragma GCC diagnostic push
 #  pragma GCC diagnostic ignored "-Wpedantic"
+#  if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && \
+      __INCLUDE_LEVEL__ > 0 /* not pasted into the drop-in's serex.c */
+#    pragma GCC system_header
+#  endif
 
 /* (executor, fn, id) */
 static inline void serex__probe_task_enqueued(uintptr_t ex, uintptr_t fn,
@@ -94,7 +99,7 @@ static inline void serex__probe_task_start(uintptr_t ex, uintptr_t fn,
     STAP_PROBE4(serex, task__start, ex, fn, id, wait_ns);
 }
 
-/* (executor, fn, id, run ns) */
+/* (executor, fn, id, run ns; -1 if not measured) */
 static inline void serex__probe_task_done(uintptr_t ex, uintptr_t fn,
                                           uint64_t id, int64_t run_ns)
 {

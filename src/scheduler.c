@@ -790,6 +790,15 @@ static struct sched_shard *my_shard(struct serex_scheduler *s)
     return &s->shards[ticket & (s->nshards - 1)];
 }
 
+/* A timer scheduled while someone listens (observe_internal.h): out of
+ * line, so that the busy path keeps nothing alive for it. */
+static SEREX__NOINLINE void schedule_told(struct serex_scheduler *s,
+                                          struct serex_timer *t, int64_t key)
+{
+    serex__obs_timer_set(&s->face, t->fn, (uint64_t)(uintptr_t)t,
+                         key - sched_now(s));
+}
+
 static int schedule(struct serex_scheduler *s, serex_executor *target,
                     int64_t delay_ns, int64_t period_ns, uint64_t flags,
                     serex_fn fn, void *arg, serex_timer **out)
@@ -873,8 +882,11 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
     serex__spin_unlock(&sh->lock);
     if (serex__unlikely(fresh != NULL))
         serex__free(fresh); /* unused: another made room first */
-    if (serex__unlikely(serex__obs_timers_listening()))
-        serex__obs_timer_set(&s->face, fn, (uint64_t)(uintptr_t)t, delay_ns);
+    if (serex__unlikely(serex__obs_listening()))
+        schedule_told(s, t, key);
+    else
+        SEREX__PROBE_TIMER_SCHEDULE(&s->face, fn, (uint64_t)(uintptr_t)t,
+                                    delay_ns);
     sched_poke(s, key);
     if (out != NULL)
         *out = t;
@@ -931,6 +943,24 @@ int serex_schedule_fixed_delay(serex_scheduler *s, serex_executor *target,
 
 /* --- cancel and release --- */
 
+/* A cancel that stopped @t, while the recorder records: out of line. */
+static SEREX__NOINLINE void cancel_told(struct serex_scheduler *s,
+                                        serex_timer *t)
+{
+    serex__obs_timer_cancel(&s->face, (uint64_t)(uintptr_t)t);
+}
+
+/* Returns true, having told the probe or the recorder that @t of @s was
+ * cancelled. */
+static bool cancel_done(struct serex_scheduler *s, serex_timer *t)
+{
+    if (serex__unlikely(serex__obs_listening()))
+        cancel_told(s, t);
+    else
+        SEREX__PROBE_TIMER_CANCEL(&s->face, (uint64_t)(uintptr_t)t);
+    return true;
+}
+
 /* Cancels a PENDING timer under its shard lock; false if it moved on. */
 static bool cancel_pending(struct serex_timer *t)
 {
@@ -956,22 +986,10 @@ static bool cancel_pending(struct serex_timer *t)
     serex__spin_unlock(&sh->lock);
     if (tell)
         wake_awaiters(sh->s);
-    return true;
+    return cancel_done(sh->s, t);
 }
-
-static bool timer_cancel(serex_timer *t);
 
 bool serex_timer_cancel(serex_timer *t)
-{
-    bool done = timer_cancel(t);
-
-    if (serex__unlikely(serex__obs_timers_listening()) && done)
-        serex__obs_timer_cancel(&timer_shard(t)->s->face,
-                                (uint64_t)(uintptr_t)t);
-    return done;
-}
-
-static bool timer_cancel(serex_timer *t)
 {
     uint64_t v;
 
@@ -1008,7 +1026,8 @@ static bool timer_cancel(serex_timer *t)
                 return !((v & F_PERIODIC) &&
                          (atomic_load_explicit(&timer_shard(t)->s->flags,
                                                memory_order_relaxed) &
-                          SHUT));
+                          SHUT)) &&
+                       cancel_done(timer_shard(t)->s, t);
             continue;
         default: /* STOPPED, DONE: someone else ended it */
             return false;
@@ -1238,7 +1257,7 @@ static bool sched_watched(struct serex_scheduler *s)
     /* relaxed: a run as metrics turn on is timed or not, either is right */
     return (atomic_load_explicit(&s->metrics, memory_order_relaxed) !=
             NULL) |
-           serex__obs_timers_listening();
+           serex__obs_listening();
 }
 
 static int64_t watch_now(struct serex_scheduler *s,
@@ -1252,16 +1271,21 @@ static void run_watch_begin(struct serex_scheduler *s,
                             const struct serex_timer *t, struct run_watch *w)
 {
     struct serex__metrics *ms = serex__metrics_get(&s->metrics);
-    int64_t late;
+    bool told = serex__obs_listening();
+    int64_t late = -1;
 
     w->ms = ms != NULL && serex__metrics_sample(ms) ? ms : NULL;
-    w->start = watch_now(s, w->ms);
-    late = w->start > t->w.key ? w->start - t->w.key : 0;
+    if (w->ms != NULL || told) {
+        w->start = watch_now(s, w->ms);
+        late = w->start > t->w.key ? w->start - t->w.key : 0;
+    }
     if (w->ms != NULL)
         serex__hist_add_shared(&serex__metrics_stripe(ms)->wait,
                                (uint64_t)late);
-    if (serex__obs_timers_listening())
+    if (told)
         serex__obs_timer_fire(&s->face, t->fn, (uint64_t)(uintptr_t)t, late);
+    else
+        SEREX__PROBE_TIMER_FIRE(&s->face, t->fn, (uint64_t)(uintptr_t)t, late);
 }
 
 static void run_watch_end(struct serex_scheduler *s, struct run_watch *w)
@@ -1303,6 +1327,8 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t,
     w.ms = NULL;
     if (serex__unlikely(sched_watched(s)))
         run_watch_begin(s, t, &w);
+    else
+        SEREX__PROBE_TIMER_FIRE(&s->face, t->fn, (uint64_t)(uintptr_t)t, -1);
     if (!(v & F_PERIODIC)) {
         serex__frame_push(&frame, &s->face);
         t->fn(t->arg);

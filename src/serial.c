@@ -321,10 +321,7 @@ static unsigned serial_run(struct serial *s, unsigned max)
             serial_give_back(s, 1);
         r = serex__task_run_of(t);
         serex__task_free(t);
-        if (serex__unlikely(serex__task_run_watched(&r)))
-            serex__task_watch_run(&s->base, &s->metrics, false, &r);
-        else
-            r.fn(r.arg);
+        serex__task_run(&s->base, &s->metrics, false, &r);
         serial_count_done(s);
         ran++;
     }
@@ -550,6 +547,8 @@ static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
     /* acq_rel: see the essay (the 0 -> 1 hand-over; count, then push) */
     if (serex__unlikely(serex__task_watched(&s->metrics)))
         serex__task_watch_submit(ex, &s->metrics, t);
+    else
+        SEREX__PROBE_TASK_ENQUEUED(ex, fn, (uint64_t)(uintptr_t)t);
     first = atomic_fetch_add_explicit(&s->wip, 1, memory_order_acq_rel) == 0;
     serex__mpsc_push_ends(serial_queue(s), t);
     /* Still counted in flight: shutdown_now, and so await and destroy,

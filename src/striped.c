@@ -768,9 +768,12 @@ static bool lane_settle(struct serex_striped *s, struct stripe_shard *sh,
 }
 
 /*
- * serex__mpsc_run for a bounded or watched striped: each task's places
- * are freed when it leaves the queue, before it runs, and a timed task's
- * wait and run are recorded (task_watch_internal.h). Returns how many ran.
+ * A lane's drain loop: pops (under pop_lock, which shutdown_now also
+ * takes, so it cannot take back a task behind one that has started) and
+ * runs up to @max tasks, freeing each node before its task runs (the task
+ * may queue more). A bounded striped's places are freed as a task leaves
+ * the queue; a watched task's slice and times are recorded
+ * (task_watch_internal.h). Returns how many ran.
  */
 static unsigned lane_run_each(struct serex_striped *s, struct lane *l,
                               unsigned max)
@@ -792,10 +795,7 @@ static unsigned lane_run_each(struct serex_striped *s, struct lane *l,
             striped_give_back(s, 1);
         r = serex__task_run_of(t);
         serex__task_free(t);
-        if (serex__unlikely(serex__task_run_watched(&r)))
-            serex__task_watch_run(&s->face, &s->metrics, true, &r);
-        else
-            r.fn(r.arg);
+        serex__task_run(&s->face, &s->metrics, true, &r);
         ran++;
     }
     return ran;
@@ -817,10 +817,7 @@ static void lane_drain(struct serex__op *op)
      * the thread back, so the count carries over rounds: at most `batch`
      * a visit (promise 4; the serial's spin model found the same case). */
     for (unsigned visit = 0;;) {
-        unsigned ran = s->bounded || serex__task_watched(&s->metrics)
-                           ? lane_run_each(s, l, s->batch - visit)
-                           : serex__mpsc_run(lane_queue(l), &l->pop_lock,
-                                             s->batch - visit);
+        unsigned ran = lane_run_each(s, l, s->batch - visit);
 
         if (lane_settle(s, sh, l, ran, &drop, &want))
             break; /* the lane is gone; the shard's hold keeps s */
@@ -998,6 +995,8 @@ int serex_striped_execute(serex_striped *s, uint64_t key, serex_fn fn,
         return striped_refused(s, SEREX_ENOMEM);
     if (serex__unlikely(serex__task_watched(&s->metrics)))
         serex__task_watch_submit(&s->face, &s->metrics, t);
+    else
+        SEREX__PROBE_TASK_ENQUEUED(&s->face, fn, (uint64_t)(uintptr_t)t);
     sh = lane_shard(s, hash);
     /* No allocation under the shard lock: a new key's lane comes from the
      * thread's own cache list there, or, that list empty, is allocated

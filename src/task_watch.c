@@ -5,22 +5,20 @@
  */
 #include "task_watch_internal.h"
 
-static int64_t watch_now(const struct serex__metrics *ms)
-{
-    return ms != NULL ? serex__metrics_now(ms) : serex__now_ns();
-}
-
 void serex__task_watch_submit(serex_executor *ex,
                               struct serex__metrics *_Atomic *slot,
                               struct serex__task *t)
 {
     struct serex__metrics *ms = serex__metrics_get(slot);
 
-    if (SEREX__PROBE_TASK_ACTIVE() ||
-        (ms != NULL && serex__metrics_sample(ms)))
-        t->t = serex__metrics_stamp(watch_now(ms));
+    if (ms != NULL && serex__metrics_sample(ms))
+        t->t = serex__metrics_stamp(serex__metrics_now(ms));
+    else if (serex__obs_listening())
+        t->t = SEREX__T_UNTIMED;
     if (serex__obs_listening())
         serex__obs_submit(ex, t->fn, (uint64_t)(uintptr_t)t);
+    else
+        SEREX__PROBE_TASK_ENQUEUED(ex, t->fn, (uint64_t)(uintptr_t)t);
 }
 
 static void watch_record(struct serex__metrics *ms, bool shared,
@@ -42,20 +40,17 @@ void serex__task_watch_run(serex_executor *ex,
                            const struct serex__task_run *r)
 {
     struct serex__metrics *ms = serex__metrics_get(slot);
-    bool timed = r->t != 0, told = serex__obs_listening();
-    int64_t start = timed ? watch_now(ms) : 0;
-    uint64_t wait = timed ? serex__metrics_since(r->t, start) : 0;
-    uint64_t run = 0;
+    bool timed = serex__metrics_timed(r->t) && ms != NULL;
+    int64_t start = timed ? serex__metrics_now(ms) : 0;
+    int64_t wait = timed ? (int64_t)serex__metrics_since(r->t, start) : -1;
+    int64_t run = -1;
 
-    if (told)
-        serex__obs_begin(ex, r->fn, r->arg, r->id, timed ? (int64_t)wait : -1);
+    serex__obs_begin(ex, r->fn, r->arg, r->id, wait);
     r->fn(r->arg);
     if (timed) {
-        run = serex__metrics_since(serex__metrics_stamp(start),
-                                   watch_now(ms));
-        if (ms != NULL)
-            watch_record(ms, shared, wait, run);
+        run = (int64_t)serex__metrics_since(serex__metrics_stamp(start),
+                                            serex__metrics_now(ms));
+        watch_record(ms, shared, (uint64_t)wait, (uint64_t)run);
     }
-    if (told)
-        serex__obs_end(ex, r->fn, r->id, timed ? (int64_t)run : -1);
+    serex__obs_end(ex, r->fn, r->id, run);
 }

@@ -3,11 +3,12 @@
  * task_watch_internal.h - timing and events for the executors that queue
  * task nodes (task_internal.h): serials, striped lanes, limiters. What the
  * pool does for its records (pool_watch.c), for a node: a watched submit
- * stamps the node's `t` (every submit while a tool listens to the probes,
- * a sample of them for the histograms) and tells the recorder; the drain
- * that runs a timed node records its wait and run in the executor's set.
- * The busy path looks at one word per side and calls nothing here while
- * nothing watches.
+ * marks the node's `t` (its time, for a sample of them when the
+ * histograms want it; SEREX__T_UNTIMED for the recorder alone) and tells
+ * the recorder; the drain that runs a marked node records its slice, and
+ * its wait and run in the executor's set when timed. The busy path looks
+ * at two words to submit and at the node's mark to run, and fires the
+ * probes (NOPs) itself.
  */
 #ifndef SEREX_TASK_WATCH_INTERNAL_H
 #define SEREX_TASK_WATCH_INTERNAL_H
@@ -30,7 +31,7 @@ static inline bool serex__task_watched(struct serex__metrics *_Atomic *ms)
 
 /* A watched submit of @t to @ex, before its push (after it, a drain may
  * have freed the node). */
-void serex__task_watch_submit(serex_executor *ex,
+SEREX__NOINLINE void serex__task_watch_submit(serex_executor *ex,
                               struct serex__metrics *_Atomic *ms,
                               struct serex__task *t);
 
@@ -50,19 +51,26 @@ static inline struct serex__task_run serex__task_run_of(
     return r;
 }
 
-/* Whether running @r needs serex__task_watch_run. */
-static inline bool serex__task_run_watched(const struct serex__task_run *r)
-{
-    return (r->t != 0) | serex__obs_listening();
-}
-
 /*
  * Runs @r as a task of @ex, timed if it was, its events told. @shared:
  * many threads run @ex's tasks at once (a striped's lanes, a limiter's
  * bodies): each records in its stripe; else (a serial) in the one part.
  */
-void serex__task_watch_run(serex_executor *ex,
+SEREX__NOINLINE void serex__task_watch_run(serex_executor *ex,
                            struct serex__metrics *_Atomic *ms, bool shared,
                            const struct serex__task_run *r);
+
+/* Runs @r as a task of @ex: watched (serex__task_watch_run) if marked,
+ * else with its probes alone. */
+static inline void serex__task_run(serex_executor *ex,
+                                   struct serex__metrics *_Atomic *ms,
+                                   bool shared, const struct serex__task_run *r)
+{
+    if (serex__unlikely(r->t != 0))
+        serex__task_watch_run(ex, ms, shared, r);
+    else
+        serex__obs_run_plain(ex, r->fn, r->arg, r->id);
+}
+
 
 #endif /* SEREX_TASK_WATCH_INTERNAL_H */

@@ -202,7 +202,7 @@ static serex__once trace_mu_once = SEREX__ONCE_INIT;
 /* --- recording --- */
 
 /* The executor's kind, read while it is alive (it is recording). */
-static const char *trace_class_name(const void *obj)
+static inline const char *trace_class_name(const void *obj)
 {
     const struct serex__exec_class *c;
 
@@ -212,14 +212,22 @@ static const char *trace_class_name(const void *obj)
     return c != NULL ? c->name : NULL;
 }
 
-/* Writes @in into @r's next slot; @r is BUSY and ours. */
-static void ring_put(struct trace_ring *r, const struct trace_event *in)
+/* Writes one event into @r's next slot; @r is BUSY and ours. Field by
+ * field: a full ring overwrites its oldest slot in place. */
+static inline void ring_put(struct trace_ring *r, unsigned kind,
+                            const void *obj, serex_fn fn, uint64_t id,
+                            int64_t a, int64_t b)
 {
     struct trace_event *e = &r->ev[r->head & r->mask];
 
-    *e = *in;
     e->t = trace_ticks();
-    e->cls = trace_class_name(in->obj);
+    e->obj = obj;
+    e->fn = fn;
+    e->cls = trace_class_name(obj);
+    e->id = id;
+    e->a = a;
+    e->b = b;
+    e->kind = kind;
     r->head++;
 }
 
@@ -284,7 +292,8 @@ static struct trace_ring *trace_claim(uint64_t *gen)
 
 /* The first event of this thread in this trace, or one of a thread that
  * has no ring in it. */
-static void trace_record_slow(const struct trace_event *in)
+static void trace_record_slow(unsigned kind, const void *obj, serex_fn fn,
+                              uint64_t id, int64_t a, int64_t b)
 {
     /* relaxed: a first look; trace_claim orders what matters */
     uint64_t w = atomic_load_explicit(&trace_claims, memory_order_relaxed);
@@ -307,15 +316,13 @@ static void trace_record_slow(const struct trace_event *in)
     }
     trace_mine = r;
     trace_mine_idle = RING_TAG(gen, RING_IDLE);
-    ring_put(r, in);
+    ring_put(r, kind, obj, fn, id, a, b);
     ring_leave(r, trace_mine_idle);
 }
 
 void serex__trace_record(unsigned kind, const void *obj, serex_fn fn,
                          uint64_t id, int64_t a, int64_t b)
 {
-    const struct trace_event in = {
-        .obj = obj, .fn = fn, .id = id, .a = a, .b = b, .kind = kind};
     struct trace_ring *r = trace_mine;
     uint64_t idle = trace_mine_idle;
 
@@ -330,11 +337,11 @@ void serex__trace_record(unsigned kind, const void *obj, serex_fn fn,
         atomic_compare_exchange_strong_explicit(
             &r->state, &idle, idle + 1, /* BUSY */
             memory_order_relaxed, memory_order_relaxed)) {
-        ring_put(r, &in);
+        ring_put(r, kind, obj, fn, id, a, b);
         ring_leave(r, trace_mine_idle);
         return;
     }
-    trace_record_slow(&in);
+    trace_record_slow(kind, obj, fn, id, a, b);
 }
 
 /* --- control: start, stop, discard --- */
@@ -356,13 +363,23 @@ static void trace_lock(void)
 }
 
 /* The two clocks read together: the tick is the middle of two reads
- * around the nanoseconds, so a preemption between them skews less. */
+ * around the nanoseconds, and of a few tries the one whose reads were
+ * closest (the first call of the clock, or a preemption, is slow). */
 static void trace_clock_pair(int64_t *ns, uint64_t *tick)
 {
-    uint64_t t0 = trace_ticks();
+    uint64_t best = UINT64_MAX;
 
-    *ns = serex__now_ns();
-    *tick = t0 + (trace_ticks() - t0) / 2;
+    for (int i = 0; i < 4; i++) {
+        uint64_t t0 = trace_ticks();
+        int64_t now = serex__now_ns();
+        uint64_t t1 = trace_ticks();
+
+        if (t1 - t0 < best) {
+            best = t1 - t0;
+            *ns = now;
+            *tick = t0 + (t1 - t0) / 2;
+        }
+    }
 }
 
 static uint64_t trace_round_pow2(uint64_t n)
@@ -725,15 +742,11 @@ static void out_open(struct trace_out *o, const char *ph, unsigned tid,
     out_us(o, ns);
 }
 
-static void out_ptr(struct trace_out *o, const char *key, const void *p)
+/* An address as "0x..." on every platform (%p's form is the C library's:
+ * "(nil)", no 0x on Windows), a function's too (which %p cannot take). */
+static void out_addr(struct trace_out *o, const char *key, uintptr_t p)
 {
-    fprintf(o->f, ",\"%s\":\"%p\"", key, p);
-}
-
-/* A function as "0x..." (ISO C cannot print one with %p directly). */
-static void out_fn(struct trace_out *o, const char *key, serex_fn fn)
-{
-    fprintf(o->f, ",\"%s\":\"0x%llx\"", key, (unsigned long long)(uintptr_t)fn);
+    fprintf(o->f, ",\"%s\":\"0x%llx\"", key, (unsigned long long)p);
 }
 
 static const char *trace_cls(const struct trace_event *e)
@@ -741,11 +754,18 @@ static const char *trace_cls(const struct trace_event *e)
     return e->cls != NULL ? e->cls : "executor";
 }
 
+/* Opens the args, with the executor every event has. */
+static void out_args(struct trace_out *o, const struct trace_event *e)
+{
+    fprintf(o->f, ",\"args\":{\"executor\":\"0x%llx\"",
+            (unsigned long long)(uintptr_t)e->obj);
+}
+
 /* The args every task-shaped event has: executor, fn, id. */
 static void out_task_args(struct trace_out *o, const struct trace_event *e)
 {
-    fprintf(o->f, ",\"args\":{\"executor\":\"%p\"", e->obj);
-    out_fn(o, "fn", e->fn);
+    out_args(o, e);
+    out_addr(o, "fn", (uintptr_t)e->fn);
     fprintf(o->f, ",\"id\":%llu", (unsigned long long)e->id);
 }
 
@@ -779,14 +799,15 @@ static void out_task(struct trace_out *o, unsigned i, uint64_t first,
     fprintf(o->f, "0x%llx\",\"cat\":\"%s\"",
             (unsigned long long)(uintptr_t)e->fn, trace_cls(e));
     out_task_args(o, e);
-    if (e->a >= 0)
+    out_addr(o, "arg", (uintptr_t)e->b);
+    if (e->a >= 0) /* -1: the executor did not time it */
         fprintf(o->f, ",\"wait_ns\":%lld", (long long)e->a);
-    out_ptr(o, "arg", (const void *)(intptr_t)e->b);
-    if (end != 0)
-        fprintf(o->f, ",\"run_ns\":%lld}}",
+    if (end == 0)
+        fprintf(o->f, ",\"unfinished\":true");
+    else if (ring_at(i, first + end - 1)->a >= 0)
+        fprintf(o->f, ",\"run_ns\":%lld",
                 (long long)ring_at(i, first + end - 1)->a);
-    else
-        fprintf(o->f, ",\"unfinished\":true}}");
+    fprintf(o->f, "}}");
     if (flow != 0)
         out_flow(o, "f", i + 1, ns, flow);
 }
@@ -827,18 +848,17 @@ static void out_instant(struct trace_out *o, unsigned i,
     switch (e->kind) {
     case SEREX__OBS_PARK:
     case SEREX__OBS_UNPARK:
-        fprintf(o->f, ",\"args\":{\"executor\":\"%p\",\"worker\":%lld}}",
-                e->obj, (long long)e->a);
+        out_args(o, e);
+        fprintf(o->f, ",\"worker\":%lld}}", (long long)e->a);
         return;
     case SEREX__OBS_STEAL:
-        fprintf(o->f,
-                ",\"args\":{\"executor\":\"%p\",\"victim\":%lld,"
-                "\"n\":%lld}}",
-                e->obj, (long long)e->a, (long long)e->b);
+        out_args(o, e);
+        fprintf(o->f, ",\"victim\":%lld,\"n\":%lld}}", (long long)e->a,
+                (long long)e->b);
         return;
     case SEREX__OBS_TIMER_CANCEL:
-        fprintf(o->f, ",\"args\":{\"executor\":\"%p\",\"id\":%llu}}", e->obj,
-                (unsigned long long)e->id);
+        out_args(o, e);
+        fprintf(o->f, ",\"id\":%llu}}", (unsigned long long)e->id);
         return;
     default: /* TIMER_SET (delay), TIMER_FIRE (lateness) */
         out_task_args(o, e);
@@ -899,10 +919,11 @@ static void out_thread_name(struct trace_out *o, unsigned i)
             "\"name\":\"thread_name\",\"args\":{\"name\":\"",
             i + 1);
     if (w != NULL)
-        fprintf(o->f, "%s worker %lld (%p)", trace_cls(w), (long long)w->a,
-                w->obj);
+        fprintf(o->f, "%s worker %lld (0x%llx)", trace_cls(w), (long long)w->a,
+                (unsigned long long)(uintptr_t)w->obj);
     else if (b != NULL)
-        fprintf(o->f, "thread %u (%s %p)", i + 1, trace_cls(b), b->obj);
+        fprintf(o->f, "thread %u (%s 0x%llx)", i + 1, trace_cls(b),
+                (unsigned long long)(uintptr_t)b->obj);
     else
         fprintf(o->f, "thread %u", i + 1);
     fprintf(o->f, "\",\"events\":%llu,\"overwritten\":%llu}}",
@@ -950,14 +971,35 @@ static void out_other_data(struct trace_out *o)
             (unsigned long long)(drops & DROP_MAX));
 }
 
+/*
+ * Nanoseconds per tick: the ratio between start's pair of clock readings
+ * and a pair read now, at least TRACE_CALIBRATE_NS after start (the
+ * counter's rate is constant, so a later pair only measures it better: a
+ * pair is off by the tens of nanoseconds between its two reads, which on
+ * a trace of a few microseconds would be percents). A trace written at
+ * once after a short recording spins here for the rest of the 1 ms.
+ */
+#define TRACE_CALIBRATE_NS INT64_C(1000000)
+
+static double trace_ns_per_tick(void)
+{
+    int64_t ns;
+    uint64_t tick;
+
+    do
+        trace_clock_pair(&ns, &tick);
+    while (ns - trace_ctl.start_ns < TRACE_CALIBRATE_NS);
+    if (tick <= trace_ctl.start_tick)
+        return 1.0; /* a counter that does not count: ticks are taken as ns */
+    return (double)(ns - trace_ctl.start_ns) /
+           (double)(tick - trace_ctl.start_tick);
+}
+
 static int trace_out_init(struct trace_out *o, FILE *f)
 {
-    uint64_t dt = trace_ctl.stop_tick - trace_ctl.start_tick;
-    int64_t dns = trace_ctl.stop_ns - trace_ctl.start_ns;
-
     *o = (struct trace_out){.f = f, .t0 = trace_ctl.start_tick};
-    o->ns_per_tick = dt > 0 && dns > 0 ? (double)dns / (double)dt : 1.0;
-    o->stop_rel_ns = dns;
+    o->ns_per_tick = trace_ns_per_tick();
+    o->stop_rel_ns = trace_ctl.stop_ns - trace_ctl.start_ns;
     o->end_of = serex__alloc((size_t)trace_ctl.cap * sizeof *o->end_of);
     o->stack = serex__alloc((size_t)trace_ctl.cap * sizeof *o->stack);
     if (o->end_of == NULL || o->stack == NULL)

@@ -791,6 +791,37 @@ static void trace_a_pool_draws_its_tasks(void **state)
     assert_int_equal(count_named(doc, name, me), 0);
 }
 
+/* --- the parser the checks rely on (test_json.h) --- */
+
+static void trace_test_json_reads_json_and_only_json(void **state)
+{
+    static const char *const bad[] = {
+        "",    "[1,]",    "{\"a\" 1}",   "01",         "1.",
+        "-",   "\"\\x\"", "[1 2]",       "{\"a\":1}x", "\"\x01\"",
+        "nul", "\"abc",   "\"\\ud800\"", "{1:2}"};
+    struct tj *v;
+    const struct tj *a;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_null(tj_parse(bad[i]));
+    v = tj_parse(" {\"a\": [1, -2.5e2, true, false, null, "
+                 "\"q\\\"\\\\\\/\\n\\t\\u00e9\\ud83d\\ude00\"], \"b\": {}} ");
+    assert_non_null(v);
+    a = tj_get(v, "a");
+    assert_non_null(a);
+    assert_int_equal(a->type, TJ_ARR);
+    assert_int_equal(a->n, 6);
+    assert_true(a->items[0].num == 1 && a->items[1].num == -250);
+    assert_true(a->items[2].b && !a->items[3].b);
+    assert_int_equal(a->items[4].type, TJ_NULL);
+    assert_string_equal(a->items[5].str, "q\"\\/\n\t\xc3\xa9\xf0\x9f\x98\x80");
+    assert_int_equal(tj_get(v, "b")->type, TJ_OBJ);
+    assert_null(tj_get(v, "c"));
+    assert_null(tj_get(a, "a")); /* not an object */
+    tj_free(v);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -805,6 +836,7 @@ int main(void)
         T(trace_out_of_memory_changes_nothing),
         T(trace_control_calls_race_recording_threads),
         T(trace_a_pool_draws_its_tasks),
+        T(trace_test_json_reads_json_and_only_json),
     };
 #undef T
 
