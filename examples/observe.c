@@ -36,17 +36,20 @@
 
 static serex_executor *pool, *ledger; /* ledger: a serial over the pool */
 static serex_striped *sessions;
-static long total;                    /* owned by the ledger */
+static long total; /* owned by the ledger */
 static atomic_long handled;
 
 /* --- the service --- */
 
+static volatile long sink; /* keeps the work from being optimised away */
+
 static void spin_for(long n)
 {
-    volatile long x = 0;
+    long x = 0;
 
     for (long i = 0; i < n; i++)
         x += i;
+    sink = x;
 }
 
 /* The tasks are not static: exported (the program links with
@@ -81,8 +84,7 @@ static void print_metrics(const char *what, serex_executor *ex)
     }
     printf("%-9s wait p50 %6llu ns p99 %8llu ns | run p50 %6llu ns p99 %8llu "
            "ns | timed %llu, steals %llu, parks %llu\n",
-           what,
-           (unsigned long long)serex_histogram_percentile(&m->wait, 0.5),
+           what, (unsigned long long)serex_histogram_percentile(&m->wait, 0.5),
            (unsigned long long)serex_histogram_percentile(&m->wait, 0.99),
            (unsigned long long)serex_histogram_percentile(&m->run, 0.5),
            (unsigned long long)serex_histogram_percentile(&m->run, 0.99),
@@ -157,8 +159,8 @@ static int make_service(void)
     /* NULL: one task in 8 timed per submitting thread */
     if (serex_executor_metrics_enable(pool, NULL) != SEREX_OK ||
         serex_executor_metrics_enable(ledger, NULL) != SEREX_OK ||
-        serex_executor_metrics_enable(serex_striped_executor(sessions),
-                                      NULL) != SEREX_OK)
+        serex_executor_metrics_enable(serex_striped_executor(sessions), NULL) !=
+            SEREX_OK)
         return -1;
     return 0;
 }

@@ -20,9 +20,9 @@
 #      (tests/probe_target.c): the counts must match exactly (parks,
 #      unparks and steals: at least one), the ids of a task's enqueued,
 #      start and done events and of a timer's events must pair up, and no
-#      event may carry an impossible argument (a wait or run time below -1,
-#      the value for "not measured"; a negative delay; a timer fired early;
-#      a steal of nothing). Where bpftrace is missing or cannot attach, it
+#      event may carry an impossible argument (a wait, run or late time
+#      below -1, the value for "not measured": a timer fired early; a
+#      negative delay; a steal of nothing). Where bpftrace is missing or cannot attach, it
 #      says why on a line of its own and skips this half.
 #
 # Usage: scripts/check_probes.sh [options] [BUILD_DIR]
@@ -160,9 +160,11 @@ $u:task__enqueued { @n_task__enqueued[arg0, arg1] = count();
     @id_task__enqueued[arg0, arg1] = sum(arg2); }
 $u:task__start { @n_task__start[arg0, arg1] = count();
     @id_task__start[arg0, arg1] = sum(arg2);
+    if ((int64)arg3 >= 0) { @timed_task__start[arg0, arg1] = count(); }
     if ((int64)arg3 < -1) { @bad["task__start: wait_ns below -1"] = count(); } }
 $u:task__done { @n_task__done[arg0, arg1] = count();
     @id_task__done[arg0, arg1] = sum(arg2);
+    if ((int64)arg3 >= 0) { @timed_task__done[arg0, arg1] = count(); }
     if ((int64)arg3 < -1) { @bad["task__done: run_ns below -1"] = count(); } }
 $u:worker__park { @n_worker__park[arg0] = count(); }
 $u:worker__unpark { @n_worker__unpark[arg0] = count(); }
@@ -173,7 +175,8 @@ $u:timer__schedule { @n_timer__schedule[arg0, arg1] = count();
     if ((int64)arg3 < 0) { @bad["timer__schedule: delay_ns negative"] = count(); } }
 $u:timer__fire { @n_timer__fire[arg0, arg1] = count();
     @id_timer__fire[arg0] = sum(arg2);
-    if ((int64)arg3 < 0) { @bad["timer__fire: late_ns negative (early)"] = count(); } }
+    if ((int64)arg3 >= 0) { @timed_timer__fire[arg0, arg1] = count(); }
+    if ((int64)arg3 < -1) { @bad["timer__fire: late_ns below -1 (early)"] = count(); } }
 $u:timer__cancel { @n_timer__cancel[arg0] = count();
     @id_timer__cancel[arg0] = sum(arg1); }
 EOF
@@ -239,6 +242,13 @@ verify() {
                 echo "  FAIL  $key $op $want: counted $have"
                 bad=1
             fi
+            # how many carried a time (not checked: -1 is "not measured")
+            case $key in
+            n_task__start\[* | n_task__done\[* | n_timer__fire\[*)
+                echo "  info  ${val[timed_${key#n_}]:-0} of $have with a" \
+                    "time (the others -1, not measured)"
+                ;;
+            esac
             ;;
         expect-sum)
             # key = want [+ k]...: ids summed modulo 2^64, as bpftrace does

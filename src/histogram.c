@@ -91,9 +91,8 @@ int serex__metrics_publish(struct serex__metrics *_Atomic *slot,
     /* acq_rel: release publishes the set's fields to the recorders'
      * acquire loads; acquire, on failure, reads the set already there */
     if (fresh != NULL &&
-        atomic_compare_exchange_strong_explicit(slot, &old, fresh,
-                                                memory_order_acq_rel,
-                                                memory_order_acquire))
+        atomic_compare_exchange_strong_explicit(
+            slot, &old, fresh, memory_order_acq_rel, memory_order_acquire))
         return SEREX_OK;
     serex__metrics_free(fresh);
     if (old == NULL) /* relaxed: only whether one is there */
@@ -130,8 +129,8 @@ static _Atomic unsigned stripe_next;
 struct serex__meter *serex__metrics_stripe(struct serex__metrics *ms)
 {
     if (stripe_of_thread == 0)
-        stripe_of_thread =
-            atomic_fetch_add_explicit(&stripe_next, 1, memory_order_relaxed) +
-            1;
+        stripe_of_thread = atomic_fetch_add_explicit(&stripe_next, 1,
+                                                     memory_order_relaxed) +
+                           1;
     return &ms->m[stripe_of_thread % ms->n];
 }

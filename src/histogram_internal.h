@@ -42,8 +42,8 @@ struct serex__meter {
 struct serex__metrics {
     serex_metrics_clock_fn clock; /* NULL: serex__now_ns */
     void *clock_ctx;
-    unsigned every; /* time 1 task in `every` */
-    unsigned n;     /* parts */
+    unsigned every;         /* time 1 task in `every` */
+    unsigned n;             /* parts */
     struct serex__meter *m; /* n parts (serex__calloc_aligned) */
 };
 
@@ -169,9 +169,9 @@ static inline void serex__hist_add_shared(struct serex__hist *h, uint64_t v)
                               memory_order_relaxed);
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum, v, memory_order_relaxed);
-    while (v > m && !atomic_compare_exchange_weak_explicit(
-                        &h->max, &m, v, memory_order_relaxed,
-                        memory_order_relaxed)) {
+    while (v > m &&
+           !atomic_compare_exchange_weak_explicit(
+               &h->max, &m, v, memory_order_relaxed, memory_order_relaxed)) {
     }
 }
 

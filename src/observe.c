@@ -20,8 +20,8 @@ uint64_t serex__obs_id(void)
 {
     if (serex__unlikely(obs_last == 0)) {
         /* relaxed: a unique number is all we need */
-        uint64_t n =
-            atomic_fetch_add_explicit(&obs_threads, 1, memory_order_relaxed);
+        uint64_t n = atomic_fetch_add_explicit(&obs_threads, 1,
+                                               memory_order_relaxed);
 
         obs_last = (n + 1) << 40;
     }
@@ -42,13 +42,13 @@ void serex__obs_submit(serex_executor *ex, serex_fn fn, uint64_t id)
         serex__trace_record(SEREX__OBS_SUBMIT, ex, fn, id, 0, 0);
 }
 
-void serex__obs_begin(serex_executor *ex, serex_fn fn, void *arg,
-                      uint64_t id, int64_t wait_ns)
+void serex__obs_begin(serex_executor *ex, serex_fn fn, void *arg, uint64_t id,
+                      int64_t wait_ns)
 {
     SEREX__PROBE_TASK_START(ex, fn, id, wait_ns);
     if (obs_tracing())
-        serex__trace_record(SEREX__OBS_BEGIN, ex, fn, id,
-                            wait_ns, (int64_t)(intptr_t)arg);
+        serex__trace_record(SEREX__OBS_BEGIN, ex, fn, id, wait_ns,
+                            (int64_t)(intptr_t)arg);
 }
 
 void serex__obs_end(serex_executor *ex, serex_fn fn, uint64_t id,
@@ -56,8 +56,7 @@ void serex__obs_end(serex_executor *ex, serex_fn fn, uint64_t id,
 {
     SEREX__PROBE_TASK_DONE(ex, fn, id, run_ns);
     if (obs_tracing())
-        serex__trace_record(SEREX__OBS_END, ex, fn, id, run_ns,
-                            0);
+        serex__trace_record(SEREX__OBS_END, ex, fn, id, run_ns, 0);
 }
 
 void serex__obs_park(serex_executor *ex, unsigned worker)
@@ -86,8 +85,7 @@ void serex__obs_timer_set(serex_executor *sched, serex_fn fn, uint64_t id,
 {
     SEREX__PROBE_TIMER_SCHEDULE(sched, fn, id, delay_ns);
     if (obs_tracing())
-        serex__trace_record(SEREX__OBS_TIMER_SET, sched, fn, id,
-                            delay_ns, 0);
+        serex__trace_record(SEREX__OBS_TIMER_SET, sched, fn, id, delay_ns, 0);
 }
 
 void serex__obs_timer_fire(serex_executor *sched, serex_fn fn, uint64_t id,
@@ -95,8 +93,7 @@ void serex__obs_timer_fire(serex_executor *sched, serex_fn fn, uint64_t id,
 {
     SEREX__PROBE_TIMER_FIRE(sched, fn, id, late_ns);
     if (obs_tracing())
-        serex__trace_record(SEREX__OBS_TIMER_FIRE, sched, fn, id,
-                            late_ns, 0);
+        serex__trace_record(SEREX__OBS_TIMER_FIRE, sched, fn, id, late_ns, 0);
 }
 
 void serex__obs_timer_cancel(serex_executor *sched, uint64_t id)

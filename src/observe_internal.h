@@ -63,14 +63,14 @@ uint64_t serex__obs_id(void);
 
 /* Event kinds, as the recorder stores them. */
 enum serex__obs_kind {
-    SEREX__OBS_SUBMIT = 1, /* a task accepted: (ex, fn, id) */
-    SEREX__OBS_BEGIN,      /* a task starts: (ex, fn, id, wait ns or -1) */
-    SEREX__OBS_END,        /* it returned: (ex, fn, id, run ns) */
-    SEREX__OBS_PARK,       /* a worker parks: (ex, worker) */
-    SEREX__OBS_UNPARK,     /* it woke: (ex, worker) */
-    SEREX__OBS_STEAL,      /* a worker stole: (ex, victim, n) */
-    SEREX__OBS_TIMER_SET,  /* a timer scheduled: (sched, fn, id, delay) */
-    SEREX__OBS_TIMER_FIRE, /* its run started: (sched, fn, id, late ns) */
+    SEREX__OBS_SUBMIT = 1,  /* a task accepted: (ex, fn, id) */
+    SEREX__OBS_BEGIN,       /* a task starts: (ex, fn, id, wait ns or -1) */
+    SEREX__OBS_END,         /* it returned: (ex, fn, id, run ns) */
+    SEREX__OBS_PARK,        /* a worker parks: (ex, worker) */
+    SEREX__OBS_UNPARK,      /* it woke: (ex, worker) */
+    SEREX__OBS_STEAL,       /* a worker stole: (ex, victim, n) */
+    SEREX__OBS_TIMER_SET,   /* a timer scheduled: (sched, fn, id, delay) */
+    SEREX__OBS_TIMER_FIRE,  /* its run started: (sched, fn, id, late ns) */
     SEREX__OBS_TIMER_CANCEL /* cancelled before it ran: (sched, id) */
 };
 
@@ -78,8 +78,8 @@ enum serex__obs_kind {
  * its probe. Called on the executors' slow path, never under a lock that a
  * task could want. */
 void serex__obs_submit(serex_executor *ex, serex_fn fn, uint64_t id);
-void serex__obs_begin(serex_executor *ex, serex_fn fn, void *arg,
-                      uint64_t id, int64_t wait_ns);
+void serex__obs_begin(serex_executor *ex, serex_fn fn, void *arg, uint64_t id,
+                      int64_t wait_ns);
 void serex__obs_end(serex_executor *ex, serex_fn fn, uint64_t id,
                     int64_t run_ns);
 void serex__obs_park(serex_executor *ex, unsigned worker);

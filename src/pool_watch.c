@@ -49,8 +49,8 @@ static void watch_info(struct pool *p, struct slot *s,
     info->fn = r->fn;
     info->arg = r->arg;
     info->id = r->stamp;
-    info->submit_ns =
-        serex__metrics_timed(r->t) ? serex__metrics_time_of(r->t) : 0;
+    info->submit_ns = serex__metrics_timed(r->t) ? serex__metrics_time_of(r->t)
+                                                 : 0;
     info->start_ns = start;
     info->worker = (unsigned)(s - p->slots);
 }
@@ -127,8 +127,8 @@ void serex__pool_describe(serex_executor *ex, struct serex__dump *d)
     for (unsigned i = 0; i < p->max; i++) {
         struct slot *s = &p->slots[i];
         uint64_t parks = atomic_load_explicit(&s->parks, memory_order_relaxed);
-        uint64_t unparks =
-            atomic_load_explicit(&s->unparks, memory_order_relaxed);
+        uint64_t unparks = atomic_load_explicit(&s->unparks,
+                                                memory_order_relaxed);
 
         serex__dump_object_begin(d, NULL);
         serex__dump_u64(d, "index", i);
@@ -171,11 +171,10 @@ void serex__pool_metrics(serex_executor *ex, serex_metrics *out)
 
         /* relaxed (all): statistics */
         out->steals += atomic_load_explicit(&s->steals, memory_order_relaxed);
-        out->overflows +=
-            atomic_load_explicit(&s->overflows, memory_order_relaxed);
+        out->overflows += atomic_load_explicit(&s->overflows,
+                                               memory_order_relaxed);
         out->parks += atomic_load_explicit(&s->parks, memory_order_relaxed);
-        out->unparks +=
-            atomic_load_explicit(&s->unparks, memory_order_relaxed);
+        out->unparks += atomic_load_explicit(&s->unparks, memory_order_relaxed);
     }
     memset(&st, 0, sizeof st);
     serex__pool_class.stats(ex, &st);

@@ -131,7 +131,8 @@ static inline void serex__probe_timer_schedule(uintptr_t sched, uintptr_t fn,
     STAP_PROBE4(serex, timer__schedule, sched, fn, id, delay_ns);
 }
 
-/* (scheduler's executor, fn, timer id, late ns: start minus due time) */
+/* (scheduler's executor, fn, timer id, late ns: start minus due time;
+ * -1 if not measured) */
 static inline void serex__probe_timer_fire(uintptr_t sched, uintptr_t fn,
                                            uint64_t id, int64_t late_ns)
 {

@@ -1255,9 +1255,9 @@ struct run_watch {
 static bool sched_watched(struct serex_scheduler *s)
 {
     /* relaxed: a run as metrics turn on is timed or not, either is right */
-    return (atomic_load_explicit(&s->metrics, memory_order_relaxed) !=
-            NULL) |
-           serex__obs_listening();
+    return ((unsigned)(atomic_load_explicit(&s->metrics,
+                                            memory_order_relaxed) != NULL) |
+            (unsigned)serex__obs_listening()) != 0;
 }
 
 static int64_t watch_now(struct serex_scheduler *s,

@@ -21,8 +21,8 @@ void serex__task_watch_submit(serex_executor *ex,
         SEREX__PROBE_TASK_ENQUEUED(ex, t->fn, (uint64_t)(uintptr_t)t);
 }
 
-static void watch_record(struct serex__metrics *ms, bool shared,
-                         uint64_t wait, uint64_t run)
+static void watch_record(struct serex__metrics *ms, bool shared, uint64_t wait,
+                         uint64_t run)
 {
     if (shared) {
         struct serex__meter *m = serex__metrics_stripe(ms);

@@ -25,15 +25,15 @@
  * task submitted as metrics turn on is timed or not, either is right. */
 static inline bool serex__task_watched(struct serex__metrics *_Atomic *ms)
 {
-    return (atomic_load_explicit(ms, memory_order_relaxed) != NULL) |
-           serex__obs_listening();
+    return ((unsigned)(atomic_load_explicit(ms, memory_order_relaxed) != NULL) |
+            (unsigned)serex__obs_listening()) != 0;
 }
 
 /* A watched submit of @t to @ex, before its push (after it, a drain may
  * have freed the node). */
-SEREX__NOINLINE void serex__task_watch_submit(serex_executor *ex,
-                              struct serex__metrics *_Atomic *ms,
-                              struct serex__task *t);
+SEREX__NOINLINE void serex__task_watch_submit(
+    serex_executor *ex, struct serex__metrics *_Atomic *ms,
+    struct serex__task *t);
 
 /* What a drain keeps of a node it frees before running it. */
 struct serex__task_run {
@@ -57,8 +57,9 @@ static inline struct serex__task_run serex__task_run_of(
  * bodies): each records in its stripe; else (a serial) in the one part.
  */
 SEREX__NOINLINE void serex__task_watch_run(serex_executor *ex,
-                           struct serex__metrics *_Atomic *ms, bool shared,
-                           const struct serex__task_run *r);
+                                           struct serex__metrics *_Atomic *ms,
+                                           bool shared,
+                                           const struct serex__task_run *r);
 
 /* Runs @r as a task of @ex: watched (serex__task_watch_run) if marked,
  * else with its probes alone. */
@@ -71,6 +72,5 @@ static inline void serex__task_run(serex_executor *ex,
     else
         serex__obs_run_plain(ex, r->fn, r->arg, r->id);
 }
-
 
 #endif /* SEREX_TASK_WATCH_INTERNAL_H */

@@ -71,20 +71,20 @@
  *
  * --- Time ---
  * An event's time is the CPU's cycle counter (x86 TSC, arm64's virtual
- * counter), a dozen cycles where the monotonic clock costs ~20 ns; start
- * and stop each read both clocks together, and the writer converts ticks
- * to nanoseconds with the ratio between those two pairs. That assumes
- * the counter ticks at a constant rate, the same on every core (x86's
- * invariant TSC, which every x86-64 CPU of the last decade has); where
- * there is no such counter, events read serex__now_ns itself.
+ * counter): tens of cycles, where the monotonic clock costs ~20 ns. Start
+ * reads both clocks together; the writer reads them again (at least 1 ms
+ * after start) and converts ticks to nanoseconds with the ratio between
+ * the two pairs. That assumes a counter that ticks at one constant rate
+ * on every core (x86's invariant TSC, which every x86-64 CPU of the last
+ * decade has; arm64's generic timer); where there is no such counter,
+ * events read serex__now_ns itself.
  */
 #include "trace_internal.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>  /* FILE, fprintf */
-#include <string.h> /* memset */
+#include <stdio.h> /* FILE, fprintf */
 
 #include "alloc_internal.h"
 #include "common_internal.h"

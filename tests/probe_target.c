@@ -13,12 +13,13 @@
  *
  * KEY is a bpftrace map entry as bpftrace prints it, decimal, without the
  * space after commas: n_<probe>[executor,fn] or n_<probe>[executor]
- * counts events, id_<probe>[...] sums their ids. The events: TASKS tasks of task_run on
- * a pool of 4 workers; one task of fan_run that submits SUBS tasks of
- * sub_run from its worker (into that worker's own run queue) and blocks
- * until they are done, so other workers must steal them; TIMERS_FIRED
- * timers of timer_run that fire onto the pool and TIMERS_CANCELLED that
- * are cancelled first. Parks and unparks have no exact count: the pool is
+ * counts events, id_<probe>[...] sums their ids.
+ *
+ * The events: TASKS tasks of task_run on a pool of 4 workers; one task of
+ * fan_run that submits SUBS tasks of sub_run from its worker (into that
+ * worker's own run queue) and blocks until they are done, so other
+ * workers must steal them; TIMERS_FIRED timers of timer_run that fire
+ * onto the pool and TIMERS_CANCELLED that are cancelled first. Parks and unparks have no exact count: the pool is
  * left idle twice (20 ms) so its workers park, and is woken after; at
  * least one of each is expected. Each task counts its runs and the
  * program fails (status 1) if a count is off, so it is a test with no

@@ -101,9 +101,9 @@ static void percentiles_come_from_the_buckets(void **state)
     }
     assert_int_equal(serex_histogram_percentile(h, 1.0), 1000000);
     /* q = 0: the smallest value's bucket, [992, 1024) */
-    assert_int_equal(serex_histogram_percentile(h, 0.0),
-                     serex_histogram_bucket_low(
-                         serex_histogram_bucket_of(1000) + 1) - 1);
+    assert_int_equal(
+        serex_histogram_percentile(h, 0.0),
+        serex_histogram_bucket_low(serex_histogram_bucket_of(1000) + 1) - 1);
     assert_int_equal(serex_histogram_percentile(h, 0.0), 1023);
     assert_int_equal(serex_histogram_percentile(h, -0.1), 0);
     assert_int_equal(serex_histogram_percentile(h, 1.5), 0);
@@ -312,8 +312,7 @@ static void assert_wrapper_histograms(serex_executor *manual,
     int64_t run = 50;
     serex_metrics *m;
 
-    assert_int_equal(serex_executor_metrics_enable(ex, &every_task),
-                     SEREX_OK);
+    assert_int_equal(serex_executor_metrics_enable(ex, &every_task), SEREX_OK);
     /* a second enable keeps the first */
     assert_int_equal(serex_executor_metrics_enable(ex, NULL), SEREX_OK);
     clock_set(100);
@@ -492,8 +491,7 @@ static void misuse_says_einval(void **state)
     assert_int_equal(serex_executor_metrics(NULL, m), SEREX_EINVAL);
     assert_int_equal(serex_executor_metrics(manual, NULL), SEREX_EINVAL);
     /* a manual executor and a user's keep no metrics */
-    assert_int_equal(serex_executor_metrics_enable(manual, NULL),
-                     SEREX_EINVAL);
+    assert_int_equal(serex_executor_metrics_enable(manual, NULL), SEREX_EINVAL);
     assert_int_equal(serex_executor_metrics(manual, m), SEREX_EINVAL);
     assert_int_equal(serex_executor_metrics_enable(&user, NULL), SEREX_EINVAL);
     assert_int_equal(serex_executor_metrics(&user, m), SEREX_EINVAL);

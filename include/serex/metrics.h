@@ -92,11 +92,11 @@ typedef struct serex_metrics {
     /* Run time of the timed tasks (*.task.duration). Sampled. */
     serex_histogram run;
     /* Counted always, enabled or not (0 where they do not apply): */
-    uint64_t steals;    /* pool: tasks taken from another worker's queue */
-    uint64_t overflows; /* pool: a worker's full queue moved to the shared */
-    uint64_t parks;     /* pool: a worker went to sleep */
-    uint64_t unparks;   /* pool: a parked worker was woken */
-    uint64_t yields;    /* serial, striped: a drain gave its thread back
+    uint64_t steals;       /* pool: tasks taken from another worker's queue */
+    uint64_t overflows;    /* pool: a worker's full queue moved to the shared */
+    uint64_t parks;        /* pool: a worker went to sleep */
+    uint64_t unparks;      /* pool: a parked worker was woken */
+    uint64_t yields;       /* serial, striped: a drain gave its thread back
                            after its batch bound */
     uint64_t queue_length; /* now (*.queue.length): as serex_stats'
                               queued */
