@@ -100,10 +100,29 @@ int pool_run_tasks(serex_executor *pool, long n)
 /*
  * What the run watches, to measure what watching costs: the environment's
  * SEREX_BENCH_WATCH, "metrics" (serex_executor_metrics_enable on every
- * pool, serial and scheduler the benchmarks make, default sampling) or
- * "metrics-all" (sampling every task). Unset: nothing (the numbers every
- * other table shows).
+ * pool, serial and scheduler the benchmarks make, default sampling),
+ * "metrics-all" (sampling every task) or "trace" (the flight recorder on
+ * for the whole run, its default rings: the newest 16384 events of each
+ * thread kept). Unset: nothing (the numbers every other table shows).
  */
+int bench_watch_trace(bool start)
+{
+    const char *w = getenv("SEREX_BENCH_WATCH");
+    int rc;
+
+    if (w == NULL || strcmp(w, "trace") != 0)
+        return 0;
+    if (!start) {
+        serex_trace_stop();
+        serex_trace_discard();
+        return 0;
+    }
+    rc = serex_trace_start(NULL);
+    if (rc != SEREX_OK)
+        report_error("serex_trace_start", rc);
+    return rc == SEREX_OK ? 0 : -1;
+}
+
 void bench_watch(serex_executor *ex)
 {
     const char *w = getenv("SEREX_BENCH_WATCH");

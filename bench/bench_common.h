@@ -117,6 +117,9 @@ int pool_run_tasks(serex_executor *pool, long n);
 serex_executor *pool_start(int threads);
 /* SEREX_BENCH_WATCH=metrics|metrics-all: turn @ex's metrics on. */
 void bench_watch(serex_executor *ex);
+/* SEREX_BENCH_WATCH=trace: start (or stop) the flight recorder; -1 if it
+ * would not start (reported). */
+int bench_watch_trace(bool start);
 int pool_stop(serex_executor *pool);
 serex_executor *serial_start(serex_executor *pool);
 

@@ -229,8 +229,12 @@ int main(int argc, char **argv)
     if (list)
         for (size_t i = 0; i < BENCH_COUNT; i++)
             printf("%s\n", bench_table[i].name);
-    else
+    else if (bench_watch_trace(true) != 0)
+        failed = 1;
+    else {
         failed = run_selected(sel, count, &cfg);
+        bench_watch_trace(false);
+    }
     free(sel);
     return failed;
 }

@@ -22,8 +22,8 @@
 #      start and done events and of a timer's events must pair up, and no
 #      event may carry an impossible argument (a wait, run or late time
 #      below -1, the value for "not measured": a timer fired early; a
-#      negative delay; a steal of nothing). Where bpftrace is missing or cannot attach, it
-#      says why on a line of its own and skips this half.
+#      negative delay; a steal of nothing). Where bpftrace is missing or
+#      cannot attach, it says why on a line of its own and skips this half.
 #
 # Usage: scripts/check_probes.sh [options] [BUILD_DIR]
 #   BUILD_DIR     the build tree (default: build-test/probes)
@@ -55,7 +55,10 @@ for arg in "$@"; do
         exit 2
         ;;
     *)
-        [ -z "$dir" ] || { echo "check_probes.sh: one BUILD_DIR only" >&2; exit 2; }
+        if [ -n "$dir" ]; then
+            echo "check_probes.sh: one BUILD_DIR only" >&2
+            exit 2
+        fi
         dir=$arg
         ;;
     esac
@@ -66,7 +69,7 @@ dir=$(cd "$dir" 2>/dev/null && pwd) ||
 
 say() { echo "check_probes.sh: $*"; }
 
-# ---- 1. the notes ---------------------------------------------------------------
+# ---- 1. the notes -----------------------------------------------------------
 
 # probes_in FILE: "provider name semaphore" for each probe note in FILE (an
 # archive's members included).
@@ -140,7 +143,7 @@ if [ "$notes_only" = 1 ]; then
     exit "$rc"
 fi
 
-# ---- 2. the counts ----------------------------------------------------------------
+# ---- 2. the counts ----------------------------------------------------------
 
 work=$(mktemp -d)
 # shellcheck disable=SC2064 # expand $work now
@@ -191,7 +194,8 @@ can_attach() {
         return 1
     fi
     if out=$(timeout 120 bpftrace -e "usdt:$target:serex:steal { }
-        BEGIN { exit(); }" 2>&1) && ! grep -q '^ERROR' <<<"$(grep -Ev "$noise" <<<"$out")"; then
+        BEGIN { exit(); }" 2>&1) &&
+        ! grep -Ev "$noise" <<<"$out" | grep -q '^ERROR'; then
         return 0
     fi
     echo "bpftrace cannot attach here ($(id -un 2>/dev/null || id -u)):" \
@@ -256,7 +260,8 @@ verify() {
             for k in $rest; do
                 [ "$k" = + ] || sum=$((sum + ${val[$k]:-0}))
             done
-            if [ -n "${val[$key]:-}" ] && [ $((${val[$key]} - sum)) -eq 0 ]; then
+            if [ -n "${val[$key]:-}" ] &&
+                [ $((${val[$key]} - sum)) -eq 0 ]; then
                 echo "  ok    ids: $key = $want${rest:+ $rest}"
             else
                 echo "  FAIL  ids: $key (${val[$key]:-none}) !=" \

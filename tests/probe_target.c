@@ -19,11 +19,11 @@
  * fan_run that submits SUBS tasks of sub_run from its worker (into that
  * worker's own run queue) and blocks until they are done, so other
  * workers must steal them; TIMERS_FIRED timers of timer_run that fire
- * onto the pool and TIMERS_CANCELLED that are cancelled first. Parks and unparks have no exact count: the pool is
- * left idle twice (20 ms) so its workers park, and is woken after; at
- * least one of each is expected. Each task counts its runs and the
- * program fails (status 1) if a count is off, so it is a test with no
- * tool attached too.
+ * onto the pool and TIMERS_CANCELLED that are cancelled first. Parks and
+ * unparks have no exact count: the pool is left idle twice (20 ms) so its
+ * workers park, and is woken after; at least one of each is expected.
+ * Each task counts its runs and the program fails (status 1) if a count
+ * is off, so it is a test with no tool attached too.
  *
  * Usage: probe_target [--wait-for-semaphore[=SECONDS]] [--tasks=N]
  *   --wait-for-semaphore  first wait (at most SECONDS, default 30) until
