@@ -246,11 +246,19 @@ verify() {
                 echo "  FAIL  $key $op $want: counted $have"
                 bad=1
             fi
-            # how many carried a time (not checked: -1 is "not measured")
+            # with a tool attached from the start, every task is timed
+            # (its wait and run) and every fire (its lateness): the
+            # semaphores make the executors read the clock
             case $key in
             n_task__start\[* | n_task__done\[* | n_timer__fire\[*)
-                echo "  info  ${val[timed_${key#n_}]:-0} of $have with a" \
-                    "time (the others -1, not measured)"
+                timed=${val[timed_${key#n_}]:-0}
+                if [ "$timed" -eq "$have" ]; then
+                    echo "  ok    $timed of $have with a time"
+                else
+                    echo "  FAIL  $timed of $have with a time (the others" \
+                        "-1: the semaphore did not make them timed)"
+                    bad=1
+                fi
                 ;;
             esac
             ;;

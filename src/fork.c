@@ -13,13 +13,16 @@
 #include "common_internal.h"
 #include "nodecache_internal.h"
 #include "park_internal.h"
+#include "registry_internal.h"
 #include "thread_internal.h"
 
 _Atomic uint32_t serex__fork_gen; /* written by fork_child only */
 static serex__once fork_once = SEREX__ONCE_INIT;
 
+/* The locks in this order: registry (a leaf), depots, parking lot. */
 static void fork_prepare(void)
 {
+    serex__reg_fork_lock();
     serex__cache_fork_lock();
     serex__park_fork_lock();
 }
@@ -28,6 +31,7 @@ static void fork_parent(void)
 {
     serex__park_fork_unlock();
     serex__cache_fork_unlock();
+    serex__reg_fork_unlock();
 }
 
 static void fork_child(void)
@@ -37,6 +41,7 @@ static void fork_child(void)
      * made anew (their condition variables may list parent threads). */
     serex__park_fork_child();
     serex__cache_fork_unlock();
+    serex__reg_fork_child(); /* the parent's dumps are not here */
     /* relaxed: the child's only thread, before it runs anything else */
     atomic_fetch_add_explicit(&serex__fork_gen, 1, memory_order_relaxed);
 }

@@ -552,14 +552,15 @@ SEREX__NOINLINE void serex__pool_watch_submit(struct pool *p,
 /* Runs a task with the hooks, the timing and the events it is owed. */
 SEREX__NOINLINE void serex__pool_watch_run(struct pool *p, struct slot *s,
                            const struct serex__task_rec *r);
-/* Whether a submit is watched: a hook, metrics, or the recorder. */
+/* Whether a submit is watched: a hook, metrics, the recorder, or a tool
+ * attached to the task probes. */
 static inline bool serex__pool_watched(struct pool *p)
 {
     /* relaxed (both): see pool_watch.c (a task submitted as either
      * changes is watched or not, either is right) */
     return (atomic_load_explicit(&p->watch, memory_order_relaxed) |
-            atomic_load_explicit(&serex__obs_flags, memory_order_relaxed)) !=
-           0;
+            atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) |
+            SEREX__PROBE_TASK_ACTIVE()) != 0;
 }
 int serex__pool_metrics_enable(serex_executor *ex,
                                const serex_metrics_config *cfg);

@@ -34,7 +34,8 @@ void serex__pool_watch_submit(struct pool *p, struct serex__task_rec *r)
 
     if (watch & WATCH_METRICS)
         ms = serex__metrics_get(&p->metrics);
-    if ((watch & WATCH_HOOKS) || (ms != NULL && serex__metrics_sample(ms)))
+    if ((watch & WATCH_HOOKS) || SEREX__PROBE_TASK_ACTIVE() ||
+        (ms != NULL && serex__metrics_sample(ms)))
         r->t = serex__metrics_stamp(serex__metrics_now_or_mono(ms));
     else if (serex__obs_listening())
         r->t = SEREX__T_UNTIMED;

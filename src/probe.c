@@ -15,15 +15,25 @@
     volatile unsigned short serex_##name##_semaphore \
         __attribute__((section(".probes"), visibility("hidden"))) = 0
 
-SEREX__PROBE_DEFINE(task__enqueued);
-SEREX__PROBE_DEFINE(task__start);
-SEREX__PROBE_DEFINE(task__done);
+/* One semaphore of each group's probes under the names <sys/sdt.h> gives
+ * them: a tool that attaches to any of the group's probes increments the
+ * one counter (each tool, each probe: a count of attachments), so the
+ * busy path reads one word to know whether the group has a listener. */
+#  define SEREX__PROBE_ALIAS(name, group)                                   \
+    extern volatile unsigned short serex_##name##_semaphore __attribute__(( \
+        alias("serex_" #group "_semaphore"), visibility("hidden")))
+
+SEREX__PROBE_DEFINE(task);
+SEREX__PROBE_ALIAS(task__enqueued, task);
+SEREX__PROBE_ALIAS(task__start, task);
+SEREX__PROBE_ALIAS(task__done, task);
 SEREX__PROBE_DEFINE(worker__park);
 SEREX__PROBE_DEFINE(worker__unpark);
 SEREX__PROBE_DEFINE(steal);
-SEREX__PROBE_DEFINE(timer__schedule);
-SEREX__PROBE_DEFINE(timer__fire);
-SEREX__PROBE_DEFINE(timer__cancel);
+SEREX__PROBE_DEFINE(timer);
+SEREX__PROBE_ALIAS(timer__schedule, timer);
+SEREX__PROBE_ALIAS(timer__fire, timer);
+SEREX__PROBE_ALIAS(timer__cancel, timer);
 
 #else
 

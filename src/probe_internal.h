@@ -14,13 +14,15 @@
  * Every probe has a USDT semaphore: a 16-bit counter in the .probes
  * section that a tool increments while it is attached to that probe
  * (bpftrace, perf, SystemTap: through the kernel's uprobe reference
- * counter, or by writing /proc/PID/mem). The per-task probes'
- * (task__enqueued, task__start, task__done) say whether a tool wants
- * tasks' times, which cost clock reads an executor makes only when asked:
- * SEREX__PROBE_TASK_ACTIVE() reads them, and SEREX__PROBE_TIMER_ACTIVE()
- * the timer probes'. The others' semaphores are there only because
+ * counter, or by writing /proc/PID/mem). The three per-task probes
+ * (task__enqueued, task__start, task__done) share one (probe.c defines
+ * their names as aliases of serex_task_semaphore), and the three timer
+ * probes another: SEREX__PROBE_TASK_ACTIVE() and SEREX__PROBE_TIMER_ACTIVE()
+ * are one load each, which an executor's submit folds into the one branch
+ * it takes anyway, to time its tasks (a task's wait and run in
+ * task__start and task__done, a run's lateness in timer__fire) only while
+ * a tool listens. The others' semaphores are there only because
  * <sys/sdt.h> gives every probe of a file one or none; nothing reads them.
- * probe.c defines all nine.
  *
  * Built with SEREX_HAVE_USDT (cmake/SerexProbes.cmake: option SEREX_USDT,
  * on by default on Linux when <sys/sdt.h> is there). Without it every
@@ -47,6 +49,8 @@
     extern volatile unsigned short serex_##name##_semaphore \
         __attribute__((section(".probes"), visibility("hidden")))
 
+SEREX__PROBE_SEMAPHORE(task);  /* the three task probes' (probe.c) */
+SEREX__PROBE_SEMAPHORE(timer); /* the three timer probes' */
 SEREX__PROBE_SEMAPHORE(task__enqueued);
 SEREX__PROBE_SEMAPHORE(task__start);
 SEREX__PROBE_SEMAPHORE(task__done);
@@ -60,16 +64,10 @@ SEREX__PROBE_SEMAPHORE(timer__cancel);
 /* Nonzero while a tool is attached to a per-task probe. Three loads of
  * words only tools write (volatile: a tool attaches at any moment; never
  * cached across a worker's loop). */
-#  define SEREX__PROBE_TASK_ACTIVE()            \
-    ((unsigned)serex_task__enqueued_semaphore | \
-     (unsigned)serex_task__start_semaphore |    \
-     (unsigned)serex_task__done_semaphore)
+#  define SEREX__PROBE_TASK_ACTIVE() ((unsigned)serex_task_semaphore)
 
 /* Nonzero while a tool is attached to a timer probe. */
-#  define SEREX__PROBE_TIMER_ACTIVE()            \
-    ((unsigned)serex_timer__schedule_semaphore | \
-     (unsigned)serex_timer__fire_semaphore |     \
-     (unsigned)serex_timer__cancel_semaphore)
+#  define SEREX__PROBE_TIMER_ACTIVE() ((unsigned)serex_timer_semaphore)
 
 /* The probes fire from these functions rather than from macros at the
  * call sites: <sys/sdt.h> calls a variadic macro of its own with no

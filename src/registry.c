@@ -544,8 +544,7 @@ static bool dump_write_out(struct serex__dump *d, FILE *out)
             break;
         memcpy(&fn, mark + 1, sizeof fn);
         at = upto + 1 + sizeof fn;
-        d->len = end; /* dump_symbol borrows the room after the end */
-        if (!dump_symbol(d, out, fn))
+        if (!dump_symbol(d, out, fn)) /* borrows the room after `end` */
             return false;
     }
     return true;

@@ -1257,7 +1257,8 @@ static bool sched_watched(struct serex_scheduler *s)
     /* relaxed: a run as metrics turn on is timed or not, either is right */
     return ((unsigned)(atomic_load_explicit(&s->metrics,
                                             memory_order_relaxed) != NULL) |
-            (unsigned)serex__obs_listening()) != 0;
+            (unsigned)serex__obs_listening() | SEREX__PROBE_TIMER_ACTIVE()) !=
+           0;
 }
 
 static int64_t watch_now(struct serex_scheduler *s,
@@ -1275,7 +1276,7 @@ static void run_watch_begin(struct serex_scheduler *s,
     int64_t late = -1;
 
     w->ms = ms != NULL && serex__metrics_sample(ms) ? ms : NULL;
-    if (w->ms != NULL || told) {
+    if (w->ms != NULL || told || SEREX__PROBE_TIMER_ACTIVE()) {
         w->start = watch_now(s, w->ms);
         late = w->start > t->w.key ? w->start - t->w.key : 0;
     }

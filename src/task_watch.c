@@ -11,8 +11,9 @@ void serex__task_watch_submit(serex_executor *ex,
 {
     struct serex__metrics *ms = serex__metrics_get(slot);
 
-    if (ms != NULL && serex__metrics_sample(ms))
-        t->t = serex__metrics_stamp(serex__metrics_now(ms));
+    if (SEREX__PROBE_TASK_ACTIVE() ||
+        (ms != NULL && serex__metrics_sample(ms)))
+        t->t = serex__metrics_stamp(serex__metrics_now_or_mono(ms));
     else if (serex__obs_listening())
         t->t = SEREX__T_UNTIMED;
     if (serex__obs_listening())
@@ -40,8 +41,8 @@ void serex__task_watch_run(serex_executor *ex,
                            const struct serex__task_run *r)
 {
     struct serex__metrics *ms = serex__metrics_get(slot);
-    bool timed = serex__metrics_timed(r->t) && ms != NULL;
-    int64_t start = timed ? serex__metrics_now(ms) : 0;
+    bool timed = serex__metrics_timed(r->t);
+    int64_t start = timed ? serex__metrics_now_or_mono(ms) : 0;
     int64_t wait = timed ? (int64_t)serex__metrics_since(r->t, start) : -1;
     int64_t run = -1;
 
@@ -49,8 +50,9 @@ void serex__task_watch_run(serex_executor *ex,
     r->fn(r->arg);
     if (timed) {
         run = (int64_t)serex__metrics_since(serex__metrics_stamp(start),
-                                            serex__metrics_now(ms));
-        watch_record(ms, shared, (uint64_t)wait, (uint64_t)run);
+                                            serex__metrics_now_or_mono(ms));
+        if (ms != NULL)
+            watch_record(ms, shared, (uint64_t)wait, (uint64_t)run);
     }
     serex__obs_end(ex, r->fn, r->id, run);
 }

@@ -21,12 +21,14 @@
 #include "observe_internal.h"
 #include "task_internal.h"
 
-/* Whether a submit is watched: metrics on, or a listener. relaxed: a
- * task submitted as metrics turn on is timed or not, either is right. */
+/* Whether a submit is watched: metrics on, the recorder, or a tool
+ * attached to the task probes. relaxed: a task submitted as metrics turn
+ * on is timed or not, either is right. */
 static inline bool serex__task_watched(struct serex__metrics *_Atomic *ms)
 {
     return ((unsigned)(atomic_load_explicit(ms, memory_order_relaxed) != NULL) |
-            (unsigned)serex__obs_listening()) != 0;
+            (unsigned)serex__obs_listening() | SEREX__PROBE_TASK_ACTIVE()) !=
+           0;
 }
 
 /* A watched submit of @t to @ex, before its push (after it, a drain may

@@ -983,8 +983,8 @@ static void out_other_data(struct trace_out *o)
 
 static double trace_ns_per_tick(void)
 {
-    int64_t ns;
-    uint64_t tick;
+    int64_t ns = 0;    /* set by the first pair (gcc cannot tell) */
+    uint64_t tick = 0;
 
     do
         trace_clock_pair(&ns, &tick);

@@ -672,6 +672,221 @@ static void reg_remove_waits_for_a_describe_in_progress(void **state)
     fx->fakes[0] = NULL; /* removed by the remover */
 }
 
+/* --- real objects: each kind lists itself --- */
+
+/* One blocked pool task: it says it started, then waits to be let go. */
+struct blocker {
+    serex_event *started, *release;
+    int wait_rc;
+};
+
+/* Exported, like test_dump_exported_task, for the dump's symbols. */
+void test_dump_blocking_task(void *arg);
+
+void test_dump_blocking_task(void *arg)
+{
+    struct blocker *b = arg;
+
+    serex_event_signal(b->started);
+    b->wait_rc = serex_event_wait(b->release, TEST_TIMEOUT);
+}
+
+static void noop_task(void *arg)
+{
+    (void)arg;
+}
+
+/* One of each kind; the pool's two workers held by blockers, so what is
+ * queued on it stays queued while the dump is taken. */
+struct world {
+    struct blocker blockers[2];
+    serex_executor *pool, *serial, *limiter, *manual;
+    serex_striped *striped;
+    serex_scheduler *sched;
+    serex_timer *timers[2];
+    serex_gate *gate;
+    serex_channel *channel;
+    serex_group *group;
+    int item;
+};
+
+static void world_block_pool(struct world *w)
+{
+    serex_pool_config pc = {.threads = 2, .name = "dump-pool"};
+
+    assert_int_equal(serex_pool_create(&pc, &w->pool), SEREX_OK);
+    for (int i = 0; i < 2; i++) {
+        struct blocker *b = &w->blockers[i];
+
+        assert_int_equal(serex_event_create(&b->started), SEREX_OK);
+        assert_int_equal(serex_event_create(&b->release), SEREX_OK);
+        assert_int_equal(serex_execute(w->pool, test_dump_blocking_task, b),
+                         SEREX_OK);
+    }
+    for (int i = 0; i < 2; i++)
+        assert_signalled(w->blockers[i].started);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(serex_execute(w->pool, noop_task, NULL), SEREX_OK);
+}
+
+static void world_make(struct world *w)
+{
+    serex_serial_config sc = {.name = "dump-serial"};
+    serex_scheduler_config kc = {.manual = true};
+
+    memset(w, 0, sizeof *w);
+    world_block_pool(w);
+    assert_int_equal(serex_serial_create(w->pool, &sc, &w->serial), SEREX_OK);
+    assert_int_equal(serex_execute(w->serial, noop_task, NULL), SEREX_OK);
+    assert_int_equal(serex_striped_create(w->pool, NULL, &w->striped),
+                     SEREX_OK);
+    for (uint64_t key = 1; key <= 3; key++)
+        assert_int_equal(
+            serex_striped_execute(w->striped, key, noop_task, NULL), SEREX_OK);
+    assert_int_equal(serex_limiter_create(w->pool, 1, &w->limiter), SEREX_OK);
+    assert_int_equal(serex_manual_create(&w->manual), SEREX_OK);
+    assert_int_equal(serex_scheduler_create(&kc, &w->sched), SEREX_OK);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(serex_schedule(w->sched, w->manual, SEREX_SEC(3600),
+                                        noop_task, NULL, &w->timers[i]),
+                         SEREX_OK);
+    assert_int_equal(serex_gate_create(false, &w->gate), SEREX_OK);
+    assert_int_equal(serex_gate_execute(w->gate, w->manual, noop_task, NULL),
+                     SEREX_OK);
+    assert_int_equal(serex_channel_create(4, &w->channel), SEREX_OK);
+    assert_int_equal(
+        serex_channel_send(w->channel, &w->item, w->manual, noop_task, NULL),
+        SEREX_OK);
+    assert_int_equal(serex_group_create(&w->group), SEREX_OK);
+    serex_group_enter(w->group);
+}
+
+/* Everything gone again, in the reverse order. */
+static void world_destroy(struct world *w)
+{
+    (void)test_run_all(w->manual); /* the channel's on_sent */
+    serex_group_leave(w->group);
+    serex_group_destroy(w->group);
+    serex_channel_destroy(w->channel);
+    (void)serex_gate_destroy(w->gate, NULL, NULL);
+    for (int i = 0; i < 2; i++) {
+        (void)serex_timer_cancel(w->timers[i]);
+        serex_timer_release(w->timers[i]);
+    }
+    assert_int_equal(serex_destroy(serex_scheduler_executor(w->sched)),
+                     SEREX_OK);
+    assert_int_equal(serex_destroy(w->manual), SEREX_OK);
+    assert_int_equal(serex_destroy(w->limiter), SEREX_OK);
+    for (int i = 0; i < 2; i++)
+        serex_event_signal(w->blockers[i].release);
+    assert_int_equal(serex_destroy(serex_striped_executor(w->striped)),
+                     SEREX_OK);
+    assert_int_equal(serex_destroy(w->serial), SEREX_OK);
+    assert_int_equal(serex_destroy(w->pool), SEREX_OK);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(w->blockers[i].wait_rc, SEREX_OK);
+        serex_event_destroy(w->blockers[i].started);
+        serex_event_destroy(w->blockers[i].release);
+    }
+}
+
+/* The entry for @addr, which must be there, of kind @kind. */
+static const struct tj *doc_expect(const struct tj *doc, const void *addr,
+                                   const char *kind)
+{
+    const struct tj *o = doc_find(doc, addr);
+
+    if (o == NULL)
+        print_error("no %s at %p in the dump\n", kind, addr);
+    assert_non_null(o);
+    assert_string_equal(str_at(o, "kind"), kind);
+    return o;
+}
+
+/* A function field's address is @fn's. */
+static void assert_fn_is(const struct tj *fn, serex_fn want)
+{
+    char text[32];
+
+    snprintf(text, sizeof text, "0x%" PRIxPTR, (uintptr_t)want);
+    assert_non_null(fn);
+    assert_int_equal(fn->type, TJ_OBJ);
+    assert_string_equal(str_at(fn, "address"), text);
+}
+
+static void check_pool(const struct tj *doc, const struct world *w)
+{
+    const struct tj *o = doc_expect(doc, w->pool, "pool");
+    const struct tj *workers = tj_get(o, "workers");
+
+    assert_string_equal(str_at(o, "name"), "dump-pool");
+    assert_true(num_at(o, "threads") == 2.0);
+    assert_true(num_at(o, "queued") >= 3.0); /* behind the blockers */
+    assert_non_null(workers);
+    assert_int_equal(workers->n, 2);
+    for (size_t i = 0; i < 2; i++)
+        assert_fn_is(tj_get(&workers->items[i], "running"),
+                     test_dump_blocking_task);
+}
+
+static void check_wrappers(const struct tj *doc, const struct world *w)
+{
+    char pool[32];
+    const struct tj *o;
+
+    address_text(w->pool, pool);
+    o = doc_expect(doc, w->serial, "serial");
+    assert_string_equal(str_at(o, "name"), "dump-serial");
+    assert_string_equal(str_at(o, "target"), pool);
+    assert_true(num_at(o, "queued") == 1.0);
+    o = doc_expect(doc, serex_striped_executor(w->striped), "striped");
+    assert_string_equal(str_at(o, "target"), pool);
+    assert_true(num_at(o, "lanes") == 3.0);
+    o = doc_expect(doc, w->limiter, "limiter");
+    assert_string_equal(str_at(o, "target"), pool);
+    assert_true(num_at(o, "max_running") == 1.0);
+}
+
+static void check_others(const struct tj *doc, const struct world *w)
+{
+    const struct tj *o, *parked;
+
+    o = doc_expect(doc, serex_scheduler_executor(w->sched), "scheduler");
+    assert_true(num_at(o, "pending_timers") == 2.0);
+    (void)doc_expect(doc, w->manual, "manual");
+    o = doc_expect(doc, w->gate, "gate");
+    assert_false(tj_get(o, "open")->b);
+    parked = tj_get(o, "parked");
+    assert_non_null(parked);
+    assert_int_equal(parked->n, 1);
+    assert_fn_is(tj_get(&parked->items[0], "fn"), noop_task);
+    assert_true(num_at(o, "parked_count") == 1.0);
+    o = doc_expect(doc, w->channel, "channel");
+    assert_true(num_at(o, "items") == 1.0);
+    assert_true(num_at(o, "capacity") == 4.0);
+    o = doc_expect(doc, w->group, "group");
+    assert_true(num_at(o, "members") == 1.0);
+}
+
+static void dump_lists_every_kind_of_live_object(void **state)
+{
+    struct fixture *fx = *state;
+    struct world w;
+    struct tj *doc;
+
+    world_make(&w);
+    doc = dump_parse(SEREX_DUMP_SYMBOLS);
+    check_pool(doc, &w);
+    check_wrappers(doc, &w);
+    check_others(doc, &w);
+    tj_free(doc);
+    world_destroy(&w);
+    assert_int_equal(serex__reg_count(), fx->base);
+    doc = dump_parse(0);
+    assert_null(doc_find(doc, w.pool)); /* gone with its destroy */
+    tj_free(doc);
+}
+
 #if !defined(_WIN32)
 /* The child's part: the object the parent's dump had pinned can go, and a
  * dump works. Exit status 0 if so; a hang ends with SIGALRM. */
@@ -838,6 +1053,7 @@ int main(void)
 #endif
         T(reg_remove_waits_for_a_describe_in_progress),
         T(dump_races_objects_added_and_removed),
+        T(dump_lists_every_kind_of_live_object),
 #if !defined(_WIN32)
         T(reg_fork_child_drops_the_parent_dumps),
 #endif

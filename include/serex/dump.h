@@ -7,9 +7,9 @@
  * channels and manual executors put themselves on a process-wide list when
  * made and take themselves off when destroyed; serex_dump walks that list
  * and asks each object to describe itself: its kind, address and name,
- * how many tasks wait and how long the oldest has waited, what each worker
- * runs now, the timers a scheduler holds, the continuations a gate or a
- * channel keeps parked.
+ * an executor's counters (queued, completed, ...), what each pool worker
+ * runs now, how many timers a scheduler holds, the continuations a gate
+ * or a channel keeps parked.
  */
 #ifndef SEREX_DUMP_H
 #define SEREX_DUMP_H
