@@ -11,8 +11,7 @@ void serex__task_watch_submit(serex_executor *ex,
 {
     struct serex__metrics *ms = serex__metrics_get(slot);
 
-    if (SEREX__PROBE_TASK_ACTIVE() ||
-        (ms != NULL && serex__metrics_sample(ms)))
+    if (SEREX__PROBE_TASK_ACTIVE() || (ms != NULL && serex__metrics_sample(ms)))
         t->t = serex__metrics_stamp(serex__metrics_now_or_mono(ms));
     else if (serex__obs_listening())
         t->t = SEREX__T_UNTIMED;

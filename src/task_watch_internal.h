@@ -27,8 +27,7 @@
 static inline bool serex__task_watched(struct serex__metrics *_Atomic *ms)
 {
     return ((unsigned)(atomic_load_explicit(ms, memory_order_relaxed) != NULL) |
-            (unsigned)serex__obs_listening() | SEREX__PROBE_TASK_ACTIVE()) !=
-           0;
+            (unsigned)serex__obs_listening() | SEREX__PROBE_TASK_ACTIVE()) != 0;
 }
 
 /* A watched submit of @t to @ex, before its push (after it, a drain may

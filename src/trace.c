@@ -983,7 +983,7 @@ static void out_other_data(struct trace_out *o)
 
 static double trace_ns_per_tick(void)
 {
-    int64_t ns = 0;    /* set by the first pair (gcc cannot tell) */
+    int64_t ns = 0; /* set by the first pair (gcc cannot tell) */
     uint64_t tick = 0;
 
     do
