@@ -136,6 +136,16 @@ configs=(
     "mut-sched-cancel-frees;assertion violated \\(freed;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_CANCEL_FREES;sched_batch.pml"
     "mut-sched-drop-no-state;assertion violated \\(\\(\\(\\(ran;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_DROP_NO_STATE;sched_batch.pml"
     "mut-sched-gather-held;assertion violated \\(freed;safety;-DNT=2 -DPER=2 -DMUT_GATHER_HELD;sched_batch.pml"
+    "trace-ring;pass;safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1;trace_ring.pml"
+    "trace-ring-2t3r;pass;safety;-DNTHR=2 -DNREC=3 -DNR1=2 -DNR2=2;trace_ring.pml"
+    "trace-ring-2t-1ring;pass;safety;-DNTHR=2 -DNREC=2 -DNR1=1 -DNR2=2;trace_ring.pml"
+    "mut-trace-stop-no-wait;assertion violated \\(+rs\\[mine\\];safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1 -DMUT_STOP_NO_WAIT;trace_ring.pml"
+    "mut-trace-owner-no-cas;assertion violated \\(+(h==ndone|rs\\[mine\\]|.*stopped);safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1 -DMUT_OWNER_NO_CAS;trace_ring.pml"
+    "mut-trace-no-gen;assertion violated \\(+(.*b==mygen|owner);safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1 -DMUT_NO_GEN;trace_ring.pml"
+    "mut-trace-stop-skips-free;assertion violated \\(+(h==ndone|.*stopped);safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1 -DMUT_STOP_SKIPS_FREE;trace_ring.pml"
+    "mut-trace-stop-waits-idle;(assertion violated \\(+ended|invalid end state);safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1 -DMUT_STOP_WAITS_FOR_IDLE;trace_ring.pml"
+    "mut-trace-claim-ignores-on;assertion violated \\(+ndone;safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1 -DMUT_CLAIM_IGNORES_ON;trace_ring.pml"
+    "mut-trace-drop-no-gen;assertion violated \\(+dgen;safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1 -DMUT_DROP_NO_GEN;trace_ring.pml"
 )
 
 ensure_spin() {

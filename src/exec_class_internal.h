@@ -63,10 +63,11 @@ struct serex__exec_class {
 /* The describe of every listed executor: its stats, its metrics' summary
  * when on, then its class's describe. */
 void serex__exec_describe(struct serex__reg *r, struct serex__dump *d);
-/* Lists @ex (a serex executor whose class has a reg_offset) for serex_dump:
- * the last step of its create. Its removal is serex__class_destroy's
- * first. */
-void serex__exec_register(serex_executor *ex);
+/* Lists @ex (a serex executor whose class has a reg_offset) for serex_dump
+ * under @name (NULL: its kind; else a string that lives as long as @ex):
+ * the last step of its create, which takes no lock (a create in a forked
+ * child must not). Its removal is serex__class_destroy's first. */
+void serex__exec_register(serex_executor *ex, const char *name);
 
 /* The destroy slot of every class table: dispatches to the class. */
 void serex__class_destroy(serex_executor *ex);

@@ -341,15 +341,12 @@ void serex__class_destroy(serex_executor *ex)
     cls->destroy(ex);
 }
 
-void serex__exec_register(serex_executor *ex)
+void serex__exec_register(serex_executor *ex, const char *name)
 {
     const struct serex__exec_class *cls = serex__class_of(ex);
-    serex_stats st;
 
-    memset(&st, 0, sizeof st);
-    cls->stats(ex, &st); /* the name: valid until destroy */
     serex__reg_add(exec_reg(ex, cls), &cls->reg, ex,
-                   st.name != NULL ? st.name : cls->name);
+                   name != NULL ? name : cls->name);
 }
 
 /* A histogram's summary: count, p50, p99, max. */

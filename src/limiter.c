@@ -779,7 +779,7 @@ int serex_limiter_create(serex_executor *target, unsigned max_running,
     l->target = target;
     l->max_running = max_running;
     serex__mpsc_init_ends(limiter_queue(l));
-    serex__exec_register(&l->base); /* serex_dump lists it */
+    serex__exec_register(&l->base, NULL); /* serex_dump lists it */
     *out = &l->base;
     return SEREX_OK;
 }

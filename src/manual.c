@@ -176,7 +176,7 @@ int serex_manual_create(serex_executor **out)
         return SEREX_ENOMEM;
     }
     m->base.ops = &manual_class.ops;
-    serex__exec_register(&m->base); /* serex_dump lists it */
+    serex__exec_register(&m->base, NULL); /* serex_dump lists it */
     *out = &m->base;
     return SEREX_OK;
 }

@@ -876,7 +876,7 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
         pool_free_final(p);
         return rc;
     }
-    serex__exec_register(&p->base); /* serex_dump lists it */
+    serex__exec_register(&p->base, p->named ? p->name : NULL); /* serex_dump lists it */
     *out = &p->base;
     return SEREX_OK;
 }

@@ -26,46 +26,27 @@
 
 #include "alloc_internal.h"
 #include "common_internal.h"
+#include "spinlock_internal.h"
 #include "thread_internal.h"
 
 /* --- the registry --- */
 
-/* All under mu once `ok`; head is the sentinel of the circular list. */
+/*
+ * All under mu; head is the sentinel of the circular list. mu is a
+ * spinlock: it is only ever held for a few pointer moves, cannot fail to
+ * be made, and is held across fork() (fork.c) beside the parking lot's
+ * 64 mutexes without making a 65th (ThreadSanitizer's deadlock detector
+ * holds at most 64 per thread). A remover waiting for a dump to unpin its
+ * node yields between looks: a describe takes microseconds.
+ */
 static struct {
-    serex__mutex mu;
-    serex__cond unpinned; /* broadcast when a leaving node's pins reach 0 */
+    serex__spinlock mu;
     struct serex__reg head;
     size_t count; /* real nodes linked (not cursors) */
-    bool ok;      /* mu and unpinned made; written once, in reg_init */
-} reg;
-static serex__once reg_once = SEREX__ONCE_INIT;
+} reg = {0, {&reg.head, &reg.head, NULL, NULL, NULL, 0, false}, 0};
 
-/* The lock and the condition variable; false if either cannot be had. */
-static bool reg_make_locks(void)
-{
-    if (serex__mutex_init(&reg.mu) != SEREX_OK)
-        return false;
-    if (serex__cond_init(&reg.unpinned) == SEREX_OK)
-        return true;
-    serex__mutex_destroy(&reg.mu);
-    return false;
-}
-
-static void reg_init(void)
-{
-    reg.head.prev = reg.head.next = &reg.head;
-    /* call_once orders these writes before every caller's return from
-     * it, so `ok` needs no atomic */
-    reg.ok = reg_make_locks();
-}
-
-/* Whether the registry works: false only if a mutex could not be made,
- * and then nothing is ever on the list. */
-static bool reg_ready(void)
-{
-    serex__call_once(&reg_once, reg_init);
-    return reg.ok;
-}
+#define reg_lock() serex__spin_lock(&reg.mu)
+#define reg_unlock() serex__spin_unlock(&reg.mu)
 
 /* Under mu: links @r in after @at. */
 static void reg_link_after(struct serex__reg *r, struct serex__reg *at)
@@ -91,39 +72,36 @@ void serex__reg_add(struct serex__reg *r, const struct serex__reg_class *cls,
     r->cls = cls, r->obj = obj, r->name = name;
     r->pins = 0;
     r->leaving = false;
-    if (!reg_ready())
-        return; /* r->next stays NULL: remove will do nothing */
-    serex__mutex_lock(&reg.mu);
+    reg_lock();
     reg_link_after(r, reg.head.prev); /* at the end: dumps list by age */
     reg.count++;
-    serex__mutex_unlock(&reg.mu);
+    reg_unlock();
 }
 
 void serex__reg_remove(struct serex__reg *r)
 {
-    if (!reg_ready())
-        return;
-    serex__mutex_lock(&reg.mu);
+    reg_lock();
     if (r->next != NULL) {
         /* no dump pins it from now on; wait for those that have */
         r->leaving = true;
-        while (r->pins != 0)
-            serex__cond_wait_until(&reg.unpinned, &reg.mu, INT64_MAX);
+        while (r->pins != 0) {
+            reg_unlock();
+            serex__thread_yield();
+            reg_lock();
+        }
         reg_unlink(r);
         reg.count--;
     }
-    serex__mutex_unlock(&reg.mu);
+    reg_unlock();
 }
 
 size_t serex__reg_count(void)
 {
     size_t n;
 
-    if (!reg_ready())
-        return 0;
-    serex__mutex_lock(&reg.mu);
+    reg_lock();
     n = reg.count;
-    serex__mutex_unlock(&reg.mu);
+    reg_unlock();
     return n;
 }
 
@@ -131,24 +109,19 @@ size_t serex__reg_count(void)
 
 void serex__reg_fork_lock(void)
 {
-    if (reg_ready())
-        serex__mutex_lock(&reg.mu);
+    reg_lock();
 }
 
 void serex__reg_fork_unlock(void)
 {
-    if (reg.ok)
-        serex__mutex_unlock(&reg.mu);
+    reg_unlock();
 }
 
 void serex__reg_fork_child(void)
 {
-    if (!reg.ok)
-        return;
     /* The child has one thread: the dumps that pinned nodes or left
-     * cursors were others', and will never finish. Made anew, not
-     * unlocked, as the parking lot's are (park.c): a parent's remover may
-     * be on the copied condition variable's list. */
+     * cursors were others', and will never finish. The lock was taken
+     * for the fork and is ours: unlocked here. */
     for (struct serex__reg *r = reg.head.next, *next; r != &reg.head;
          r = next) {
         next = r->next;
@@ -156,7 +129,7 @@ void serex__reg_fork_child(void)
         if (r->cls == NULL)
             reg_unlink(r);
     }
-    reg.ok = reg_make_locks(); /* if not, the list is never read again */
+    reg_unlock();
 }
 
 /* --- the dump's buffer --- */
@@ -577,11 +550,10 @@ static struct serex__reg *reg_step(struct serex__reg *cursor)
     return r;
 }
 
-/* Under mu. */
+/* Under mu: a remover waiting for 0 sees it at its next look. */
 static void reg_unpin(struct serex__reg *r)
 {
-    if (--r->pins == 0 && r->leaving)
-        serex__cond_broadcast(&reg.unpinned);
+    r->pins--;
 }
 
 /* Every object, each described then written; false on a write error. */
@@ -591,23 +563,23 @@ static bool dump_objects(struct serex__dump *d, FILE *out, bool *oom)
     struct serex__reg *r;
     bool ok = true, first = true;
 
-    serex__mutex_lock(&reg.mu);
+    reg_lock();
     reg_link_after(&cursor, &reg.head);
     while (ok && (r = reg_step(&cursor)) != NULL) {
-        serex__mutex_unlock(&reg.mu);
+        reg_unlock();
         dump_describe(d, r);
-        serex__mutex_lock(&reg.mu);
+        reg_lock();
         reg_unpin(r);
-        serex__mutex_unlock(&reg.mu);
+        reg_unlock();
         *oom |= d->oom;
         d->oom = false;
         ok = dump_fwrite(out, first ? "\n" : ",\n", first ? 1 : 2) &&
              dump_write_out(d, out);
         first = false;
-        serex__mutex_lock(&reg.mu);
+        reg_lock();
     }
     reg_unlink(&cursor);
-    serex__mutex_unlock(&reg.mu);
+    reg_unlock();
     return ok;
 }
 
@@ -636,8 +608,6 @@ int serex_dump(FILE *out, unsigned flags)
 
     if (out == NULL || (flags & ~SEREX_DUMP_SYMBOLS) != 0)
         return SEREX_EINVAL;
-    if (!reg_ready())
-        return SEREX_ENOMEM;
     d.buf = d.inline_buf;
     d.cap = sizeof d.inline_buf;
     ok = dump_head(&d, out) && dump_objects(&d, out, &oom) &&

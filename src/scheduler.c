@@ -2379,7 +2379,7 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
         serex__free(s);
         return rc;
     }
-    serex__exec_register(&s->face); /* serex_dump lists it */
+    serex__exec_register(&s->face, NULL); /* serex_dump lists it */
     *out = s;
     return SEREX_OK;
 }

@@ -849,7 +849,7 @@ int serex_serial_create(serex_executor *target, const serex_serial_config *cfg,
     s->capacity = cfg != NULL ? cfg->queue_capacity : 0;
     memcpy(s->name, name, len + 1);
     serex__mpsc_init_ends(serial_queue(s));
-    serex__exec_register(&s->base); /* serex_dump lists it */
+    serex__exec_register(&s->base, s->name); /* serex_dump lists it */
     *out = &s->base;
     return SEREX_OK;
 }

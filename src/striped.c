@@ -1466,7 +1466,7 @@ int serex_striped_create(serex_executor *target,
     s->owed_tail = &s->owed_head;
     for (unsigned i = 0; i < SHARDS; i++)
         serex__life_hold(&s->life); /* each shard's, until destroy */
-    serex__exec_register(&s->face); /* serex_dump lists it */
+    serex__exec_register(&s->face, s->name); /* serex_dump lists it */
     *out = s;
     return SEREX_OK;
 }
