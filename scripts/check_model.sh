@@ -166,7 +166,7 @@ ensure_spin
 cc=${CC:-$(command -v gcc || echo cc)}
 command -v "$cc" >/dev/null 2>&1 ||
     { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
-for m in serial_drain.pml pool_park.pml pool_park_slot.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml; do
+for m in serial_drain.pml pool_park.pml pool_park_slot.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml trace_ring.pml; do
     [ -r "$models/$m" ] || { echo "check_model.sh: $models/$m is missing" >&2; exit 2; }
 done
 
