@@ -7,6 +7,52 @@
 
 SEREX__THREAD_LOCAL unsigned serex__metrics_left;
 
+struct serex__fast_clock serex__fast_clock;
+static serex__once fast_clock_once = SEREX__ONCE_INIT;
+
+#if (defined(__GNUC__) || defined(__clang__)) && \
+    (defined(__x86_64__) || defined(__i386__))
+#  include <cpuid.h>
+/* Whether the TSC is invariant: one rate on every core, in every power
+ * state (CPUID 0x80000007, EDX bit 8). */
+static bool ticks_constant(void)
+{
+    unsigned a, b, c, d;
+
+    return __get_cpuid(0x80000007u, &a, &b, &c, &d) && (d & (1u << 8)) != 0;
+}
+#elif defined(SEREX__TICKS_ARE_NS)
+static bool ticks_constant(void)
+{
+    return false; /* serex__ticks is serex__now_ns: nothing to scale */
+}
+#else
+static bool ticks_constant(void)
+{
+    return true; /* arm64's generic timer; x86-64 under MSVC: invariant */
+}
+#endif
+
+/* The ratio of ticks to nanoseconds over at least 200 us: the reads of
+ * each pair are tens of nanoseconds apart, an error of 0.01 % at most. */
+static void fast_clock_init(void)
+{
+    int64_t ns0 = serex__now_ns(), ns1;
+    uint64_t t0 = serex__ticks(), t1;
+
+    if (!ticks_constant())
+        return;
+    do {
+        ns1 = serex__now_ns();
+        t1 = serex__ticks();
+    } while (ns1 - ns0 < 200000);
+    if (t1 <= t0)
+        return; /* a counter that does not count */
+    serex__fast_clock.ns_per_tick = (double)(ns1 - ns0) / (double)(t1 - t0);
+    serex__fast_clock.tick0 = t1;
+    serex__fast_clock.ns0 = ns1;
+}
+
 unsigned serex_histogram_bucket_of(uint64_t ns)
 {
     return serex__hist_bucket(ns);
@@ -59,6 +105,7 @@ struct serex__metrics *serex__metrics_new(const serex_metrics_config *cfg,
 
     if (ms == NULL)
         return NULL;
+    serex__call_once(&fast_clock_once, fast_clock_init);
     ms->m = serex__calloc_aligned(SEREX__CACHELINE, n * sizeof(*ms->m));
     if (ms->m == NULL) {
         serex__free(ms);

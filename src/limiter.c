@@ -521,10 +521,7 @@ static int limiter_execute(serex_executor *ex, serex_fn fn, void *arg)
     if (serex__unlikely(c & (FLAG_SHUT | FLAG_BROKEN))) {
         rc = SEREX_EREJECTED;
     } else if ((rc = limiter_count(l, &start)) == SEREX_OK) {
-        if (serex__unlikely(serex__task_watched(&l->metrics)))
-            serex__task_watch_submit(ex, &l->metrics, t);
-        else
-            SEREX__PROBE_TASK_ENQUEUED(ex, fn, (uint64_t)(uintptr_t)t);
+        serex__task_watch(ex, &l->metrics, t);
         serex__mpsc_push_ends(limiter_queue(l), t); /* count, then push */
         t = NULL;
         /* Still counted in flight: shutdown_now, and so await and

@@ -4,19 +4,20 @@
  * watches what happens: the flight recorder (trace.c) and the static
  * probes (probe_internal.h).
  *
- * What the busy path pays. The probes are NOPs until a tool attaches, so
- * the busy path fires them where it stands (SEREX__PROBE_* at the call
- * site), with the values it has in hand: no clock read for them (a task's
- * wait and run are -1 in its probes unless something timed it). The
- * recorder is a word, serex__obs_flags, that a submit looks at once (with
- * its executor's own `watch` word, in one predictable branch); a submit
- * that sees it marks its task (the record's or node's `t`, 1 when untimed:
- * histogram_internal.h) and the runner, which looks only at `t`, records
- * the task's slice. So a task submitted before the recorder starts has no
- * slice: a trace begins with the tasks submitted after its start.
- * The serex__obs_* calls below fire the probe and record; a site calls
- * either one of them (slow path) or the probe alone (busy path), never
- * both.
+ * What the busy path pays: one predictable branch to submit a task, and
+ * one to run it. A submit looks at its executor's own `watch` word (or
+ * metrics pointer), at serex__obs_flags (the recorder) and at the task
+ * probes' semaphore (a tool attached: probe_internal.h), all words almost
+ * never written, and goes on unless one is set. Else it marks the task
+ * (the record's or node's `t`: its submit time, or 1 when untimed:
+ * histogram_internal.h) and, when a listener wants the task's events (the
+ * recorder, a tool), tells them the submit; the runner looks only at `t`
+ * and, when it is set, runs the task through the slow path that times it
+ * and fires its begin and end. So a task submitted before a listener came
+ * has no events: a trace, or a tool's count, begins with the tasks
+ * submitted after. The timers do the same with the timer probes'
+ * semaphore. The serex__obs_* calls below fire the probe (a NOP while no
+ * tool is attached) and record when the recorder records.
  *
  * An id names one task among those of one executor: the pool's stamp (its
  * submitting thread and that thread's count, or its index in a one-shard
@@ -46,15 +47,12 @@ static inline bool serex__obs_listening(void)
     return atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) != 0;
 }
 
-/* A task that runs unwatched: its two probes around it (NOPs unless a
- * tool attached). */
-static inline void serex__obs_run_plain(serex_executor *ex, serex_fn fn,
-                                        void *arg, uint64_t id)
+/* Whether the timer events have a listener: the recorder, or a tool
+ * attached to a timer probe (relaxed: as serex__obs_listening). */
+static inline bool serex__obs_timers_listening(void)
 {
-    (void)ex, (void)id; /* the probes' only (none in some builds) */
-    SEREX__PROBE_TASK_START(ex, fn, id, -1);
-    fn(arg);
-    SEREX__PROBE_TASK_DONE(ex, fn, id, -1);
+    return (atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) |
+            SEREX__PROBE_TIMER_ACTIVE()) != 0;
 }
 
 /* A new id for a task of an executor that has none of its own: the

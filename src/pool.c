@@ -163,7 +163,7 @@ int serex__pool_worker_main(void *arg)
         if (serex__unlikely(task.t != 0)) /* watched (pool_watch.c) */
             serex__pool_watch_run(p, s, &task);
         else
-            serex__obs_run_plain(&p->base, task.fn, task.arg, task.stamp);
+            task.fn(task.arg);
         serex__stat_add(&s->done, 1);
     }
     /* the stop hook's executes go to the shared queue */
@@ -268,10 +268,8 @@ static int push_ring(struct push *u, struct ring_spare *sp)
     if (serex__likely(rc == SEREX_OK)) {
         q->accepted++;
         u->w = pool_published(p);
-        if (serex__obs_listening()) /* under the lock, as pool_execute */
+        if (serex__unlikely(r.t != 0)) /* under the lock, as pool_execute */
             serex__obs_submit(&p->base, r.fn, r.stamp);
-        else
-            SEREX__PROBE_TASK_ENQUEUED(&p->base, r.fn, r.stamp);
     } else if (rc != RING_NEED_ROOM)
         q->rejected++;
     serex__spin_unlock(&q->put_lock);
@@ -351,15 +349,13 @@ int serex__pool_push_level(struct level *lv, serex_fn fn, void *arg)
     struct push u = {lv->p, lv, NULL, fn, arg, 0, 0, WAKE_NONE};
     int rc;
 
-    if (serex__unlikely(serex__pool_watched(lv->p))) {
-        struct serex__task_rec r = {fn, arg, 0, 0};
+    struct serex__task_rec r = {fn, arg, 0, 0};
 
-        serex__pool_watch_submit(lv->p, &r);
-        u.t = r.t; /* a level's task has no id: no flow in a trace */
-    }
+    serex__pool_watch(lv->p, &r);
+    u.t = r.t; /* a level's task has no id: no flow in a trace */
     rc = pool_push(&u);
-    if (rc == SEREX_OK)
-        SEREX__PROBE_TASK_ENQUEUED(&lv->face, fn, 0);
+    if (serex__unlikely(u.t != 0) && rc == SEREX_OK)
+        serex__obs_submit(&lv->face, fn, 0);
     return rc;
 }
 
@@ -377,18 +373,14 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
     struct slot *me = serex__pool_self();
     struct ring_spare sp = {NULL, 0, NULL, false};
     struct serex__task_rec r = {fn, arg, serex__pool_stamp_next(), 0};
-    bool watched = serex__pool_watched(p);
     struct inject *q;
     enum wake_need w = WAKE_NONE;
     int rc = SEREX_EREJECTED;
 
-    if (serex__unlikely(watched))
-        serex__pool_watch_submit(p, &r);
+    serex__pool_watch(p, &r);
     if (me != NULL && me->p == p) {
-        if (serex__unlikely(watched) && serex__obs_listening())
+        if (serex__unlikely(r.t != 0)) /* a listener wants its events */
             serex__obs_submit(ex, fn, r.stamp);
-        else
-            SEREX__PROBE_TASK_ENQUEUED(ex, fn, r.stamp);
         rc = serex__pool_push_local(p, me, r);
         if (rc == SEREX_OK)
             serex__pool_signal_work(p);
@@ -407,10 +399,8 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
         w = serex__pool_wake_need(p);
         /* under the lock: before any worker can begin it (its id is its
          * index, in a one-shard pool: known only now) */
-        if (serex__unlikely(watched) && serex__obs_listening())
+        if (serex__unlikely(r.t != 0))
             serex__obs_submit(ex, fn, r.stamp);
-        else
-            SEREX__PROBE_TASK_ENQUEUED(ex, fn, r.stamp);
     } else if (rc != RING_NEED_ROOM)
         q->rejected++;
     if (serex__unlikely(w != WAKE_NONE)) /* the hold: see pool_published */

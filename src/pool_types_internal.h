@@ -552,15 +552,28 @@ SEREX__NOINLINE void serex__pool_watch_submit(struct pool *p,
 /* Runs a task with the hooks, the timing and the events it is owed. */
 SEREX__NOINLINE void serex__pool_watch_run(struct pool *p, struct slot *s,
                            const struct serex__task_rec *r);
-/* Whether a submit is watched: a hook, metrics, the recorder, or a tool
- * attached to the task probes. */
-static inline bool serex__pool_watched(struct pool *p)
+/*
+ * A submit's look at what watches it (a hook, metrics, the recorder, a
+ * tool attached to the task probes): one predictable branch while nothing
+ * does. Marks r->t when something wants the task (pool_watch.c); a
+ * metrics-only pool's submits between two samples only count down.
+ */
+static inline void serex__pool_watch(struct pool *p, struct serex__task_rec *r)
 {
-    /* relaxed (both): see pool_watch.c (a task submitted as either
+    /* relaxed (all): see pool_watch.c (a task submitted as one of them
      * changes is watched or not, either is right) */
-    return (atomic_load_explicit(&p->watch, memory_order_relaxed) |
-            atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) |
-            SEREX__PROBE_TASK_ACTIVE()) != 0;
+    uint32_t watch = atomic_load_explicit(&p->watch, memory_order_relaxed);
+    uint32_t others =
+        atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) |
+        SEREX__PROBE_TASK_ACTIVE();
+
+    if (serex__likely((watch | others) == 0))
+        return;
+    if (watch == WATCH_METRICS && others == 0 && serex__metrics_left > 1) {
+        serex__metrics_left--; /* not a sample (serex__metrics_sample) */
+        return;
+    }
+    serex__pool_watch_submit(p, r);
 }
 int serex__pool_metrics_enable(serex_executor *ex,
                                const serex_metrics_config *cfg);

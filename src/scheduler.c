@@ -882,11 +882,8 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
     serex__spin_unlock(&sh->lock);
     if (serex__unlikely(fresh != NULL))
         serex__free(fresh); /* unused: another made room first */
-    if (serex__unlikely(serex__obs_listening()))
+    if (serex__unlikely(serex__obs_timers_listening()))
         schedule_told(s, t, key);
-    else
-        SEREX__PROBE_TIMER_SCHEDULE(&s->face, fn, (uint64_t)(uintptr_t)t,
-                                    delay_ns);
     sched_poke(s, key);
     if (out != NULL)
         *out = t;
@@ -954,10 +951,8 @@ static SEREX__NOINLINE void cancel_told(struct serex_scheduler *s,
  * cancelled. */
 static bool cancel_done(struct serex_scheduler *s, serex_timer *t)
 {
-    if (serex__unlikely(serex__obs_listening()))
+    if (serex__unlikely(serex__obs_timers_listening()))
         cancel_told(s, t);
-    else
-        SEREX__PROBE_TIMER_CANCEL(&s->face, (uint64_t)(uintptr_t)t);
     return true;
 }
 
@@ -1257,7 +1252,7 @@ static bool sched_watched(struct serex_scheduler *s)
     /* relaxed: a run as metrics turn on is timed or not, either is right */
     return ((unsigned)(atomic_load_explicit(&s->metrics,
                                             memory_order_relaxed) != NULL) |
-            (unsigned)serex__obs_listening() | SEREX__PROBE_TIMER_ACTIVE()) !=
+            (unsigned)serex__obs_timers_listening()) !=
            0;
 }
 
@@ -1272,11 +1267,11 @@ static void run_watch_begin(struct serex_scheduler *s,
                             const struct serex_timer *t, struct run_watch *w)
 {
     struct serex__metrics *ms = serex__metrics_get(&s->metrics);
-    bool told = serex__obs_listening();
+    bool told = serex__obs_timers_listening();
     int64_t late = -1;
 
     w->ms = ms != NULL && serex__metrics_sample(ms) ? ms : NULL;
-    if (w->ms != NULL || told || SEREX__PROBE_TIMER_ACTIVE()) {
+    if (w->ms != NULL || told) {
         w->start = watch_now(s, w->ms);
         late = w->start > t->w.key ? w->start - t->w.key : 0;
     }
@@ -1285,8 +1280,6 @@ static void run_watch_begin(struct serex_scheduler *s,
                                (uint64_t)late);
     if (told)
         serex__obs_timer_fire(&s->face, t->fn, (uint64_t)(uintptr_t)t, late);
-    else
-        SEREX__PROBE_TIMER_FIRE(&s->face, t->fn, (uint64_t)(uintptr_t)t, late);
 }
 
 static void run_watch_end(struct serex_scheduler *s, struct run_watch *w)
@@ -1328,8 +1321,6 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t,
     w.ms = NULL;
     if (serex__unlikely(sched_watched(s)))
         run_watch_begin(s, t, &w);
-    else
-        SEREX__PROBE_TIMER_FIRE(&s->face, t->fn, (uint64_t)(uintptr_t)t, -1);
     if (!(v & F_PERIODIC)) {
         serex__frame_push(&frame, &s->face);
         t->fn(t->arg);

@@ -545,10 +545,7 @@ static int serial_execute(serex_executor *ex, serex_fn fn, void *arg)
         return serial_full(s, t);
     }
     /* acq_rel: see the essay (the 0 -> 1 hand-over; count, then push) */
-    if (serex__unlikely(serex__task_watched(&s->metrics)))
-        serex__task_watch_submit(ex, &s->metrics, t);
-    else
-        SEREX__PROBE_TASK_ENQUEUED(ex, fn, (uint64_t)(uintptr_t)t);
+    serex__task_watch(ex, &s->metrics, t);
     first = atomic_fetch_add_explicit(&s->wip, 1, memory_order_acq_rel) == 0;
     serex__mpsc_push_ends(serial_queue(s), t);
     /* Still counted in flight: shutdown_now, and so await and destroy,

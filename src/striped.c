@@ -993,10 +993,7 @@ int serex_striped_execute(serex_striped *s, uint64_t key, serex_fn fn,
     striped_retry_hint(s); /* owed drains first: their tasks are older */
     if ((t = serex__task_new(fn, arg)) == NULL)
         return striped_refused(s, SEREX_ENOMEM);
-    if (serex__unlikely(serex__task_watched(&s->metrics)))
-        serex__task_watch_submit(&s->face, &s->metrics, t);
-    else
-        SEREX__PROBE_TASK_ENQUEUED(&s->face, fn, (uint64_t)(uintptr_t)t);
+    serex__task_watch(&s->face, &s->metrics, t);
     sh = lane_shard(s, hash);
     /* No allocation under the shard lock: a new key's lane comes from the
      * thread's own cache list there, or, that list empty, is allocated

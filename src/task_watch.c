@@ -15,10 +15,8 @@ void serex__task_watch_submit(serex_executor *ex,
         t->t = serex__metrics_stamp(serex__metrics_now_or_mono(ms));
     else if (serex__obs_listening())
         t->t = SEREX__T_UNTIMED;
-    if (serex__obs_listening())
+    if (t->t != 0) /* a listener wants its events */
         serex__obs_submit(ex, t->fn, (uint64_t)(uintptr_t)t);
-    else
-        SEREX__PROBE_TASK_ENQUEUED(ex, t->fn, (uint64_t)(uintptr_t)t);
 }
 
 static void watch_record(struct serex__metrics *ms, bool shared, uint64_t wait,

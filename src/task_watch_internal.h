@@ -21,20 +21,37 @@
 #include "observe_internal.h"
 #include "task_internal.h"
 
-/* Whether a submit is watched: metrics on, the recorder, or a tool
- * attached to the task probes. relaxed: a task submitted as metrics turn
- * on is timed or not, either is right. */
-static inline bool serex__task_watched(struct serex__metrics *_Atomic *ms)
-{
-    return ((unsigned)(atomic_load_explicit(ms, memory_order_relaxed) != NULL) |
-            (unsigned)serex__obs_listening() | SEREX__PROBE_TASK_ACTIVE()) != 0;
-}
-
 /* A watched submit of @t to @ex, before its push (after it, a drain may
  * have freed the node). */
 SEREX__NOINLINE void serex__task_watch_submit(
     serex_executor *ex, struct serex__metrics *_Atomic *ms,
     struct serex__task *t);
+
+/*
+ * A submit's look at what watches it (metrics on, the recorder, a tool
+ * attached to the task probes): one predictable branch while nothing
+ * does; between two samples of metrics alone, only a count down. Before
+ * the push (after it, a drain may have freed the node).
+ */
+static inline void serex__task_watch(serex_executor *ex,
+                                     struct serex__metrics *_Atomic *ms,
+                                     struct serex__task *t)
+{
+    /* relaxed (all): a task submitted as one of them changes is watched
+     * or not, either is right */
+    bool metrics = atomic_load_explicit(ms, memory_order_relaxed) != NULL;
+    unsigned others = atomic_load_explicit(&serex__obs_flags,
+                                           memory_order_relaxed) |
+                      SEREX__PROBE_TASK_ACTIVE();
+
+    if (serex__likely(((unsigned)metrics | others) == 0))
+        return;
+    if (others == 0 && serex__metrics_left > 1) {
+        serex__metrics_left--; /* not a sample (serex__metrics_sample) */
+        return;
+    }
+    serex__task_watch_submit(ex, ms, t);
+}
 
 /* What a drain keeps of a node it frees before running it. */
 struct serex__task_run {
@@ -71,7 +88,7 @@ static inline void serex__task_run(serex_executor *ex,
     if (serex__unlikely(r->t != 0))
         serex__task_watch_run(ex, ms, shared, r);
     else
-        serex__obs_run_plain(ex, r->fn, r->arg, r->id);
+        r->fn(r->arg);
 }
 
 #endif /* SEREX_TASK_WATCH_INTERNAL_H */

@@ -91,41 +91,15 @@
 #include "exec_class_internal.h" /* serex__class_of: an executor's kind */
 #include "observe_internal.h"    /* serex__obs_flags, event kinds */
 #include "thread_internal.h"     /* serex__now_ns, mutex, yield */
+#include "ticks_internal.h"      /* serex__ticks: the events' times */
 
 #define TRACE_DEFAULT_EVENTS 16384u
 #define TRACE_DEFAULT_THREADS 64u
 
-/* --- the cycle counter --- */
+/* --- the cycle counter: ticks_internal.h --- */
 
-#if (defined(__GNUC__) || defined(__clang__)) && \
-    (defined(__x86_64__) || defined(__i386__))
-#  define TRACE_CLOCK "tsc"
-static inline uint64_t trace_ticks(void)
-{
-    return __builtin_ia32_rdtsc();
-}
-#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
-#  define TRACE_CLOCK "tsc"
-static inline uint64_t trace_ticks(void)
-{
-    return __rdtsc(); /* <intrin.h>, from common_internal.h */
-}
-#elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
-#  define TRACE_CLOCK "cntvct"
-static inline uint64_t trace_ticks(void)
-{
-    uint64_t v;
-
-    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
-    return v;
-}
-#else
-#  define TRACE_CLOCK "monotonic"
-static inline uint64_t trace_ticks(void)
-{
-    return (uint64_t)serex__now_ns();
-}
-#endif
+#define TRACE_CLOCK SEREX__TICKS_NAME
+#define trace_ticks serex__ticks
 
 /* --- events, rings and the shared words --- */
 

@@ -38,10 +38,11 @@ typedef struct serex_task_info {
     void *arg;
     /* The task's id: no other task of this pool has the same while both
      * are known to the pool, and one thread's submissions get increasing
-     * ids (in a pool whose threads may grow and shrink, ids increase in
-     * submission order for all threads together). Not a dense count:
-     * counting every submission in one shared word would cost the
-     * scalable submission its point. 0 for a priority face's task. */
+     * ids (in a pool with one shared queue, an elastic or a bounded one,
+     * they increase in submission order across all threads). Not a dense
+     * count: counting every submission in one shared word would cost the
+     * scalable submission its point. The same id is the task's in the
+     * probes and the flight recorder. 0 for a priority face's task. */
     uint64_t id;
     int64_t submit_ns; /* monotonic time of the submit (the metrics
                           clock, metrics.h, once enabled) */
@@ -138,8 +139,9 @@ typedef struct serex_pool_config {
      * of the task (serex_task_info, above). *task lives until the hook
      * returns; the finish hook gets the same fields as the begin hook
      * (arg may be freed by then: compare it, do not read through it). A
-     * pool with either hook reads the clock at each submit and each start
-     * (about 20 ns each).
+     * pool with any task hook (these two, or on_task_start and
+     * on_task_end) reads the clock at each submit and around each task
+     * (about 20 ns a read).
      * Threads: every worker at once; each hook must return.
      */
     void (*on_task_begin)(void *ctx, const serex_task_info *task);
