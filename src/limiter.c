@@ -347,12 +347,10 @@ static void limiter_run(struct serex__op *op)
         struct serex__task *t = limiter_pop(l, held);
 
         if (t != NULL) {
-            struct serex__task_run r = serex__task_run_of(t);
-
-            serex__task_free(t); /* before the task: it may queue more */
             held = true;
             idle = 0;
-            serex__task_run(&l->base, &l->metrics, true, &r);
+            /* the node is freed before the task: it may queue more */
+            serex__task_free_run(&l->base, &l->metrics, true, t);
             if (++visit < BATCH)
                 continue;
             /* A full batch: give the thread back, unless the target

@@ -310,7 +310,6 @@ static unsigned serial_run(struct serial *s, unsigned max)
 
     while (ran < max) {
         struct serex__task *t;
-        struct serex__task_run r;
 
         serex__spin_lock(&s->pop_lock);
         t = serex__mpsc_pop_wait_ends(serial_queue(s));
@@ -319,9 +318,7 @@ static unsigned serial_run(struct serial *s, unsigned max)
             break;
         if (s->capacity != 0)
             serial_give_back(s, 1);
-        r = serex__task_run_of(t);
-        serex__task_free(t);
-        serex__task_run(&s->base, &s->metrics, false, &r);
+        serex__task_free_run(&s->base, &s->metrics, false, t);
         serial_count_done(s);
         ran++;
     }

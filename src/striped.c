@@ -782,7 +782,6 @@ static unsigned lane_run_each(struct serex_striped *s, struct lane *l,
 
     while (ran < max) {
         struct serex__task *t;
-        struct serex__task_run r;
 
         serex__spin_lock(&l->pop_lock);
         t = serex__mpsc_pop_wait_ends(lane_queue(l));
@@ -793,9 +792,7 @@ static unsigned lane_run_each(struct serex_striped *s, struct lane *l,
             lane_give_back(l, 1);
         if (s->bounded)
             striped_give_back(s, 1);
-        r = serex__task_run_of(t);
-        serex__task_free(t);
-        serex__task_run(&s->face, &s->metrics, true, &r);
+        serex__task_free_run(&s->face, &s->metrics, true, t);
         ran++;
     }
     return ran;

@@ -39,12 +39,13 @@ static inline void serex__task_watch(serex_executor *ex,
 {
     /* relaxed (all): a task submitted as one of them changes is watched
      * or not, either is right */
-    bool metrics = atomic_load_explicit(ms, memory_order_relaxed) != NULL;
+    uintptr_t metrics = (uintptr_t)atomic_load_explicit(ms,
+                                                        memory_order_relaxed);
     unsigned others = atomic_load_explicit(&serex__obs_flags,
                                            memory_order_relaxed) |
                       SEREX__PROBE_TASK_ACTIVE();
 
-    if (serex__likely(((unsigned)metrics | others) == 0))
+    if (serex__likely((metrics | others) == 0))
         return;
     if (others == 0 && serex__metrics_left > 1) {
         serex__metrics_left--; /* not a sample (serex__metrics_sample) */
@@ -79,16 +80,27 @@ SEREX__NOINLINE void serex__task_watch_run(serex_executor *ex,
                                            bool shared,
                                            const struct serex__task_run *r);
 
-/* Runs @r as a task of @ex: watched (serex__task_watch_run) if marked,
- * else with its probes alone. */
-static inline void serex__task_run(serex_executor *ex,
-                                   struct serex__metrics *_Atomic *ms,
-                                   bool shared, const struct serex__task_run *r)
+/*
+ * Frees node @t and runs its task as a task of @ex: watched
+ * (serex__task_watch_run) if marked, else plainly. The node is freed
+ * before the task runs (it may queue more).
+ */
+static inline void serex__task_free_run(serex_executor *ex,
+                                        struct serex__metrics *_Atomic *ms,
+                                        bool shared, struct serex__task *t)
 {
-    if (serex__unlikely(r->t != 0))
-        serex__task_watch_run(ex, ms, shared, r);
-    else
-        r->fn(r->arg);
+    serex_fn fn = t->fn;
+    void *arg = t->arg;
+
+    if (serex__unlikely(t->t != 0)) {
+        struct serex__task_run r = serex__task_run_of(t);
+
+        serex__task_free(t);
+        serex__task_watch_run(ex, ms, shared, &r);
+        return;
+    }
+    serex__task_free(t);
+    fn(arg);
 }
 
 #endif /* SEREX_TASK_WATCH_INTERNAL_H */
