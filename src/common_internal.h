@@ -23,8 +23,9 @@
 /* Asks for the line at @p, to be written soon: a hint, never a fault. */
 #  define serex__prefetch_w(p) __builtin_prefetch((p), 1, 3)
 /* A slow path kept out of its caller: the busy path keeps nothing alive
- * for it (observe_internal.h's events). */
-#  define SEREX__NOINLINE __attribute__((noinline, cold))
+ * for it (observe_internal.h's events). Not `cold`: a sampled task takes
+ * it, and cold code is compiled for size (its inlines left out of line). */
+#  define SEREX__NOINLINE __attribute__((noinline))
 #elif defined(_MSC_VER)
 #  define serex__likely(x) (x)
 #  define serex__unlikely(x) (x)

@@ -47,6 +47,14 @@ static inline bool serex__obs_listening(void)
     return atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) != 0;
 }
 
+/* Whether a task's begin and end have a listener: the recorder, or a tool
+ * attached to the task probes (relaxed: as serex__obs_listening). */
+static inline bool serex__obs_told(void)
+{
+    return (atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) |
+            SEREX__PROBE_TASK_ACTIVE()) != 0;
+}
+
 /* Whether the timer events have a listener: the recorder, or a tool
  * attached to a timer probe (relaxed: as serex__obs_listening). */
 static inline bool serex__obs_timers_listening(void)

@@ -96,8 +96,11 @@ void serex__pool_watch_run(struct pool *p, struct slot *s,
     int64_t run = -1;
     serex_task_info info;
 
+    bool told = serex__obs_told();
+
     watch_info(p, s, r, start, &info);
-    serex__obs_begin(&p->base, r->fn, r->arg, r->stamp, wait);
+    if (told)
+        serex__obs_begin(&p->base, r->fn, r->arg, r->stamp, wait);
     watch_hooks_begin(p, &info);
     r->fn(r->arg);
     watch_hooks_end(p, &info);
@@ -106,7 +109,8 @@ void serex__pool_watch_run(struct pool *p, struct slot *s,
                                             serex__metrics_now_or_mono(ms));
         watch_record(p, s, (uint64_t)wait, (uint64_t)run);
     }
-    serex__obs_end(&p->base, r->fn, r->stamp, run);
+    if (told)
+        serex__obs_end(&p->base, r->fn, r->stamp, run);
 }
 
 /* --- serex_dump --- */

@@ -43,7 +43,10 @@ void serex__task_watch_run(serex_executor *ex,
     int64_t wait = timed ? (int64_t)serex__metrics_since(r->t, start) : -1;
     int64_t run = -1;
 
-    serex__obs_begin(ex, r->fn, r->arg, r->id, wait);
+    bool told = serex__obs_told();
+
+    if (told)
+        serex__obs_begin(ex, r->fn, r->arg, r->id, wait);
     r->fn(r->arg);
     if (timed) {
         run = (int64_t)serex__metrics_since(serex__metrics_stamp(start),
@@ -51,5 +54,6 @@ void serex__task_watch_run(serex_executor *ex,
         if (ms != NULL)
             watch_record(ms, shared, (uint64_t)wait, (uint64_t)run);
     }
-    serex__obs_end(ex, r->fn, r->id, run);
+    if (told)
+        serex__obs_end(ex, r->fn, r->id, run);
 }
