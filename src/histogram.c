@@ -152,12 +152,15 @@ static void hist_merge(serex_histogram *out, const struct serex__hist *h)
 {
     uint64_t max = atomic_load_explicit(&h->max, memory_order_relaxed);
 
-    out->count += atomic_load_explicit(&h->count, memory_order_relaxed);
     out->sum_ns += atomic_load_explicit(&h->sum, memory_order_relaxed);
     if (max > out->max_ns)
         out->max_ns = max;
-    for (unsigned i = 0; i < SEREX_HISTOGRAM_BUCKETS; i++)
-        out->buckets[i] += atomic_load_explicit(&h->b[i], memory_order_relaxed);
+    for (unsigned i = 0; i < SEREX_HISTOGRAM_BUCKETS; i++) {
+        uint64_t n = atomic_load_explicit(&h->b[i], memory_order_relaxed);
+
+        out->buckets[i] += n;
+        out->count += n; /* so count and buckets always agree */
+    }
 }
 
 void serex__metrics_read(const struct serex__metrics *ms, serex_metrics *out)

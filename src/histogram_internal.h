@@ -29,7 +29,7 @@
 #define SEREX__METRICS_EVERY 8u   /* the default sampling period */
 
 struct serex__hist {
-    _Atomic uint64_t count, sum, max;
+    _Atomic uint64_t sum, max; /* the count is the buckets' sum */
     _Atomic uint64_t b[SEREX_HISTOGRAM_BUCKETS];
 };
 
@@ -182,9 +182,6 @@ static inline void serex__hist_add_owned(struct serex__hist *h, uint64_t v)
     atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + 1,
                           memory_order_relaxed);
     atomic_store_explicit(
-        &h->count, atomic_load_explicit(&h->count, memory_order_relaxed) + 1,
-        memory_order_relaxed);
-    atomic_store_explicit(
         &h->sum, atomic_load_explicit(&h->sum, memory_order_relaxed) + v,
         memory_order_relaxed);
     if (v > atomic_load_explicit(&h->max, memory_order_relaxed))
@@ -198,7 +195,6 @@ static inline void serex__hist_add_shared(struct serex__hist *h, uint64_t v)
 
     atomic_fetch_add_explicit(&h->b[serex__hist_bucket(v)], 1,
                               memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum, v, memory_order_relaxed);
     while (v > m &&
            !atomic_compare_exchange_weak_explicit(
