@@ -156,7 +156,7 @@ static int make_service(void)
         serex_serial_create(pool, &sc, &ledger) != SEREX_OK ||
         serex_striped_create(pool, &stc, &sessions) != SEREX_OK)
         return -1;
-    /* NULL: one task in 8 timed per submitting thread */
+    /* NULL: one task in 64 timed per submitting thread */
     if (serex_executor_metrics_enable(pool, NULL) != SEREX_OK ||
         serex_executor_metrics_enable(ledger, NULL) != SEREX_OK ||
         serex_executor_metrics_enable(serex_striped_executor(sessions), NULL) !=

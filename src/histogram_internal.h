@@ -26,7 +26,7 @@
 #include "ticks_internal.h"
 
 #define SEREX__METRICS_STRIPES 8u /* parts of a shared set */
-#define SEREX__METRICS_EVERY 8u   /* the default sampling period */
+#define SEREX__METRICS_EVERY 64u  /* the default sampling period */
 
 struct serex__hist {
     _Atomic uint64_t sum, max; /* the count is the buckets' sum */

@@ -85,7 +85,7 @@
  * plain pool did not: a load from a line nobody writes, and a branch that
  * always goes the same way, for each.
  */
-#include <stdio.h>  /* snprintf for thread names */
+#include <stdio.h> /* snprintf for thread names */
 
 #include "alloc_internal.h"
 #include "common_internal.h"
@@ -154,8 +154,9 @@ int serex__pool_worker_main(void *arg)
          * a task of its own may have been the one that the slot's push
          * left it to, and that task may wait for the slot's (found by
          * tests/model/pool_park_slot.pml: 3 workers, a task stranded) */
-        if (more || (was_idle && (serex__pool_queue_nonempty(p) ||
-                                  (p->batching && serex__pool_nexts_nonempty(p)))))
+        if (more ||
+            (was_idle && (serex__pool_queue_nonempty(p) ||
+                          (p->batching && serex__pool_nexts_nonempty(p)))))
             serex__pool_signal_work(p);
         was_idle = false;
         /* relaxed: a picture for serex_dump, written by us only */
@@ -211,7 +212,8 @@ static enum wake_need pool_published(struct pool *p)
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-static void pool_wake_held(struct pool *p, enum wake_need w)
+static void
+pool_wake_held(struct pool *p, enum wake_need w)
 {
     if (test_after_publish != NULL)
         test_after_publish(test_after_publish_ctx);
@@ -268,7 +270,8 @@ static int push_ring(struct push *u, struct ring_spare *sp)
     if (serex__likely(rc == SEREX_OK)) {
         q->accepted++;
         u->w = pool_published(p);
-        if (serex__unlikely(r.t != 0)) /* under the lock, as pool_execute */
+        if (serex__unlikely(r.t != 0) &&
+            serex__obs_told()) /* as pool_execute */
             serex__obs_submit(&p->base, r.fn, r.stamp);
     } else if (rc != RING_NEED_ROOM)
         q->rejected++;
@@ -310,7 +313,8 @@ static int push_try(struct push *u, struct ring_spare *sp)
 #if defined(__GNUC__)
 __attribute__((noinline, cold))
 #endif
-static int push_with_spare(struct push *u, struct ring_spare *sp)
+static int
+push_with_spare(struct push *u, struct ring_spare *sp)
 {
     int rc;
 
@@ -354,7 +358,7 @@ int serex__pool_push_level(struct level *lv, serex_fn fn, void *arg)
     serex__pool_watch(lv->p, &r);
     u.t = r.t; /* a level's task has no id: no flow in a trace */
     rc = pool_push(&u);
-    if (serex__unlikely(u.t != 0) && rc == SEREX_OK)
+    if (serex__unlikely(u.t != 0) && rc == SEREX_OK && serex__obs_told())
         serex__obs_submit(&lv->face, fn, 0);
     return rc;
 }
@@ -379,7 +383,7 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
 
     serex__pool_watch(p, &r);
     if (me != NULL && me->p == p) {
-        if (serex__unlikely(r.t != 0)) /* a listener wants its events */
+        if (serex__unlikely(r.t != 0) && serex__obs_told()) /* a listener */
             serex__obs_submit(ex, fn, r.stamp);
         rc = serex__pool_push_local(p, me, r);
         if (rc == SEREX_OK)
@@ -399,7 +403,7 @@ static int pool_execute(serex_executor *ex, serex_fn fn, void *arg)
         w = serex__pool_wake_need(p);
         /* under the lock: before any worker can begin it (its id is its
          * index, in a one-shard pool: known only now) */
-        if (serex__unlikely(r.t != 0))
+        if (serex__unlikely(r.t != 0) && serex__obs_told())
             serex__obs_submit(ex, fn, r.stamp);
     } else if (rc != RING_NEED_ROOM)
         q->rejected++;
@@ -621,7 +625,8 @@ static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
      * flag (see pool_steal). Only the call that sets STOP takes anything:
      * the rest find nothing. */
     if (atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
-                                 memory_order_seq_cst) & ST_STOP)
+                                 memory_order_seq_cst) &
+        ST_STOP)
         return 0;
     serex__room_wake(); /* waiters for room retry: and are refused */
     /* seq_cst: after STOP (see pool_steal); pairs with its release drop */
@@ -715,11 +720,14 @@ static void pool_stats(serex_executor *ex, serex_stats *out);
 const struct serex__exec_class serex__pool_class = {
     SEREX__CLASS_OPS(pool_execute, pool_shutdown, pool_shutdown_now,
                      pool_await),
-    "pool", pool_stats, NULL, pool_destroy,
-    serex__pool_metrics_enable, serex__pool_metrics,
+    "pool",
+    pool_stats,
+    NULL,
+    pool_destroy,
+    serex__pool_metrics_enable,
+    serex__pool_metrics,
     SEREX__CLASS_REG(struct pool, base, reg, "pool", serex__pool_describe),
 };
-
 
 /* --- creation --- */
 
@@ -769,8 +777,8 @@ static int pool_config(const serex_pool_config *cfg, struct pool *p)
 
     if (cfg != NULL)
         c = *cfg;
-    if (c.keep_alive_ns < 0 || (c.max_threads != 0 && c.threads != 0 &&
-                                c.max_threads < c.threads))
+    if (c.keep_alive_ns < 0 ||
+        (c.max_threads != 0 && c.threads != 0 && c.max_threads < c.threads))
         return SEREX_EINVAL;
     p->core = c.threads;
     if (p->core == 0) { /* online CPUs, but never above an explicit max */
@@ -866,7 +874,8 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
         pool_free_final(p);
         return rc;
     }
-    serex__exec_register(&p->base, p->named ? p->name : NULL); /* serex_dump lists it */
+    serex__exec_register(&p->base,
+                         p->named ? p->name : NULL); /* serex_dump lists it */
     *out = &p->base;
     return SEREX_OK;
 }

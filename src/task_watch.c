@@ -15,7 +15,7 @@ void serex__task_watch_submit(serex_executor *ex,
         t->t = serex__metrics_stamp(serex__metrics_now_or_mono(ms));
     else if (serex__obs_listening())
         t->t = SEREX__T_UNTIMED;
-    if (t->t != 0) /* a listener wants its events */
+    if (t->t != 0 && serex__obs_told()) /* a listener wants its events */
         serex__obs_submit(ex, t->fn, (uint64_t)(uintptr_t)t);
 }
 

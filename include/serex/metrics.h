@@ -59,11 +59,14 @@ typedef int64_t (*serex_metrics_clock_fn)(void *ctx);
 
 typedef struct serex_metrics_config {
     /* Time 1 task in every `sample_every` submitted from a thread (Go
-     * samples 1 in 8 for the same reason: a clock read costs about as
-     * much as a small task). 0: 8; 1: every task. The counters below
-     * count every event whatever this says. */
+     * samples its scheduler latency for the same reason: timing a task
+     * costs about 100 ns, more than a small task). 0: 64, which keeps
+     * the cost within a few percent on tasks of ~30 ns (measured:
+     * CHANGELOG, docs/observability.md); 1: every task, exact. The
+     * counters below count every event whatever this says. */
     unsigned sample_every;
-    serex_metrics_clock_fn clock; /* NULL: the monotonic clock */
+    serex_metrics_clock_fn clock; /* NULL: the monotonic clock (read
+                                     from the CPU's counter, scaled) */
     void *clock_ctx;
 } serex_metrics_config;
 
