@@ -37,8 +37,9 @@ struct serex__exec_class {
     /* The kind's destroy (the vtable's destroy slot holds the dispatcher). */
     void (*destroy)(serex_executor *ex);
     /* Metrics (metrics.h); NULL, NULL: the kind has none. enable makes
-     * and publishes the kind's set (serex__metrics_publish); metrics fills
-     * *out (zeroed) with the merged histograms and the counters. */
+     * and publishes the kind's set (serex__metrics_publish); metrics adds
+     * the merged histograms and the counters to *out, whose queue_length
+     * the caller has set from the stats' `queued`. */
     int (*metrics_enable)(serex_executor *ex, const serex_metrics_config *cfg);
     void (*metrics)(serex_executor *ex, serex_metrics *out);
     /*

@@ -540,10 +540,14 @@ int serex_executor_metrics_enable(serex_executor *ex,
 int serex_executor_metrics(serex_executor *ex, serex_metrics *out)
 {
     const struct serex__exec_class *cls = metrics_class(ex);
+    serex_stats st;
 
     if (cls == NULL || out == NULL)
         return SEREX_EINVAL;
     memset(out, 0, sizeof *out);
+    memset(&st, 0, sizeof st);
+    cls->stats(ex, &st);
+    out->queue_length = st.queued; /* a kind may say otherwise */
     cls->metrics(ex, out);
     return SEREX_OK;
 }

@@ -171,6 +171,15 @@ void serex__metrics_read(const struct serex__metrics *ms, serex_metrics *out)
     }
 }
 
+void serex__metrics_read_slot(struct serex__metrics *_Atomic *slot,
+                              serex_metrics *out)
+{
+    struct serex__metrics *ms = serex__metrics_get(slot);
+
+    if (ms != NULL)
+        serex__metrics_read(ms, out);
+}
+
 /* The calling thread's stripe: its own number, given on first use
  * (relaxed: only a number; spreading the threads is all it is for). */
 static SEREX__THREAD_LOCAL unsigned stripe_of_thread;

@@ -54,6 +54,9 @@ struct serex__metrics *serex__metrics_new(const serex_metrics_config *cfg,
 void serex__metrics_free(struct serex__metrics *ms);
 /* Adds every part's histograms into out->wait and out->run. */
 void serex__metrics_read(const struct serex__metrics *ms, serex_metrics *out);
+/* The same from an executor's slot: nothing while metrics are off. */
+void serex__metrics_read_slot(struct serex__metrics *_Atomic *slot,
+                              serex_metrics *out);
 /*
  * Publishes @fresh as *@slot unless a set is there already (then frees
  * @fresh): an executor's enable. Returns SEREX_OK; @fresh NULL:

@@ -152,8 +152,6 @@
  * dropped ones may still be running a task, and destroy waits for those.
  */
 
-#include <string.h> /* memset */
-
 #include "alloc_internal.h"
 #include "await_internal.h"
 #include "common_internal.h"
@@ -713,16 +711,10 @@ static int limiter_metrics_enable(serex_executor *ex,
 static void limiter_metrics(serex_executor *ex, serex_metrics *out)
 {
     struct limiter *l = limiter_of(ex);
-    struct serex__metrics *ms = serex__metrics_get(&l->metrics);
-    serex_stats st;
 
-    if (ms != NULL)
-        serex__metrics_read(ms, out);
+    serex__metrics_read_slot(&l->metrics, out);
     /* relaxed: a statistic */
     out->yields = atomic_load_explicit(&l->yields, memory_order_relaxed);
-    memset(&st, 0, sizeof st);
-    limiter_stats(ex, &st);
-    out->queue_length = st.queued;
 }
 
 static void limiter_stats(serex_executor *ex, serex_stats *out)

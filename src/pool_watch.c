@@ -20,8 +20,6 @@
  * and after it and records the wait and the run in its own part of the
  * histograms: one writer per part, no shared atomic.
  */
-#include <string.h>
-
 #include "exec_class_internal.h"
 #include "pool_types_internal.h"
 
@@ -166,11 +164,8 @@ int serex__pool_metrics_enable(serex_executor *ex,
 void serex__pool_metrics(serex_executor *ex, serex_metrics *out)
 {
     struct pool *p = serex__container_of(ex, struct pool, base);
-    struct serex__metrics *ms = serex__metrics_get(&p->metrics);
-    serex_stats st;
 
-    if (ms != NULL)
-        serex__metrics_read(ms, out);
+    serex__metrics_read_slot(&p->metrics, out);
     for (unsigned i = 0; i < p->max; i++) {
         struct slot *s = &p->slots[i];
 
@@ -181,9 +176,6 @@ void serex__pool_metrics(serex_executor *ex, serex_metrics *out)
         out->parks += atomic_load_explicit(&s->parks, memory_order_relaxed);
         out->unparks += atomic_load_explicit(&s->unparks, memory_order_relaxed);
     }
-    memset(&st, 0, sizeof st);
-    serex__pool_class.stats(ex, &st);
-    out->queue_length = st.queued;
 }
 
 void serex__pool_metrics_free(struct pool *p)

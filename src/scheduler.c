@@ -2151,14 +2151,12 @@ static int sched_metrics_enable(serex_executor *ex,
 
 static void sched_metrics(serex_executor *ex, serex_metrics *out)
 {
-    struct serex__metrics *ms = serex__metrics_get(&sched_of_face(ex)->metrics);
     serex_stats st;
 
-    if (ms != NULL)
-        serex__metrics_read(ms, out);
+    serex__metrics_read_slot(&sched_of_face(ex)->metrics, out);
     memset(&st, 0, sizeof st);
     sched_stats(ex, &st);
-    out->queue_length = st.pending_timers;
+    out->queue_length = st.pending_timers; /* its queue: timers pending */
 }
 
 static void sched_stats(serex_executor *ex, serex_stats *out)

@@ -793,14 +793,10 @@ static int serial_metrics_enable(serex_executor *ex,
 static void serial_metrics(serex_executor *ex, serex_metrics *out)
 {
     struct serial *s = serial_of(ex);
-    struct serex__metrics *ms = serex__metrics_get(&s->metrics);
-    uint64_t completed;
 
-    if (ms != NULL)
-        serex__metrics_read(ms, out);
+    serex__metrics_read_slot(&s->metrics, out);
     /* relaxed: a statistic */
     out->yields = atomic_load_explicit(&s->yields, memory_order_relaxed);
-    out->queue_length = serial_queued(s, &completed);
 }
 
 /* A serial waits on its target (promise 7). */

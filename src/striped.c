@@ -1395,16 +1395,10 @@ static int striped_metrics_enable(serex_executor *ex,
 static void striped_metrics(serex_executor *ex, serex_metrics *out)
 {
     struct serex_striped *s = striped_of(ex);
-    struct serex__metrics *ms = serex__metrics_get(&s->metrics);
-    serex_stats st;
 
-    if (ms != NULL)
-        serex__metrics_read(ms, out);
+    serex__metrics_read_slot(&s->metrics, out);
     /* relaxed: a statistic */
     out->yields = atomic_load_explicit(&s->yields, memory_order_relaxed);
-    memset(&st, 0, sizeof st);
-    striped_stats(ex, &st);
-    out->queue_length = st.queued;
 }
 
 /* A striped waits on its target (promise 7). */
