@@ -71,7 +71,7 @@ static void watch_hooks_end(struct pool *p, const serex_task_info *info)
 }
 
 /* A timed task's wait and run, in this worker's part. */
-static void watch_record(struct pool *p, struct slot *s, uint64_t wait,
+static void pool_watch_record(struct pool *p, struct slot *s, uint64_t wait,
                          uint64_t run)
 {
     struct serex__metrics *ms = serex__metrics_get(&p->metrics);
@@ -105,7 +105,7 @@ void serex__pool_watch_run(struct pool *p, struct slot *s,
     if (timed) {
         run = (int64_t)serex__metrics_since(serex__metrics_stamp(start),
                                             serex__metrics_now_or_mono(ms));
-        watch_record(p, s, (uint64_t)wait, (uint64_t)run);
+        pool_watch_record(p, s, (uint64_t)wait, (uint64_t)run);
     }
     if (told)
         serex__obs_end(&p->base, r->fn, r->stamp, run);

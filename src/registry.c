@@ -43,10 +43,10 @@ static struct {
     serex__spinlock mu;
     struct serex__reg head;
     size_t count; /* real nodes linked (not cursors) */
-} reg = {0, {&reg.head, &reg.head, NULL, NULL, NULL, 0, false}, 0};
+} registry = {0, {&registry.head, &registry.head, NULL, NULL, NULL, 0, false}, 0};
 
-#define reg_lock() serex__spin_lock(&reg.mu)
-#define reg_unlock() serex__spin_unlock(&reg.mu)
+#define reg_lock() serex__spin_lock(&registry.mu)
+#define reg_unlock() serex__spin_unlock(&registry.mu)
 
 /* Under mu: links @r in after @at. */
 static void reg_link_after(struct serex__reg *r, struct serex__reg *at)
@@ -73,8 +73,8 @@ void serex__reg_add(struct serex__reg *r, const struct serex__reg_class *cls,
     r->pins = 0;
     r->leaving = false;
     reg_lock();
-    reg_link_after(r, reg.head.prev); /* at the end: dumps list by age */
-    reg.count++;
+    reg_link_after(r, registry.head.prev); /* at the end: dumps list by age */
+    registry.count++;
     reg_unlock();
 }
 
@@ -90,7 +90,7 @@ void serex__reg_remove(struct serex__reg *r)
             reg_lock();
         }
         reg_unlink(r);
-        reg.count--;
+        registry.count--;
     }
     reg_unlock();
 }
@@ -100,7 +100,7 @@ size_t serex__reg_count(void)
     size_t n;
 
     reg_lock();
-    n = reg.count;
+    n = registry.count;
     reg_unlock();
     return n;
 }
@@ -122,7 +122,7 @@ void serex__reg_fork_child(void)
     /* The child has one thread: the dumps that pinned nodes or left
      * cursors were others', and will never finish. The lock was taken
      * for the fork and is ours: unlocked here. */
-    for (struct serex__reg *r = reg.head.next, *next; r != &reg.head;
+    for (struct serex__reg *r = registry.head.next, *next; r != &registry.head;
          r = next) {
         next = r->next;
         r->pins = 0;
@@ -531,7 +531,7 @@ static struct serex__reg *reg_next_live(struct serex__reg *c)
 {
     struct serex__reg *r = c->next;
 
-    while (r != &reg.head && (r->cls == NULL || r->leaving))
+    while (r != &registry.head && (r->cls == NULL || r->leaving))
         r = r->next;
     return r;
 }
@@ -542,7 +542,7 @@ static struct serex__reg *reg_step(struct serex__reg *cursor)
 {
     struct serex__reg *r = reg_next_live(cursor);
 
-    if (r == &reg.head)
+    if (r == &registry.head)
         return NULL;
     reg_unlink(cursor);
     reg_link_after(cursor, r);
@@ -564,7 +564,7 @@ static bool dump_objects(struct serex__dump *d, FILE *out, bool *oom)
     bool ok = true, first = true;
 
     reg_lock();
-    reg_link_after(&cursor, &reg.head);
+    reg_link_after(&cursor, &registry.head);
     while (ok && (r = reg_step(&cursor)) != NULL) {
         reg_unlock();
         dump_describe(d, r);

@@ -19,7 +19,7 @@ void serex__task_watch_submit(serex_executor *ex,
         serex__obs_submit(ex, t->fn, (uint64_t)(uintptr_t)t);
 }
 
-static void watch_record(struct serex__metrics *ms, bool shared, uint64_t wait,
+static void task_watch_record(struct serex__metrics *ms, bool shared, uint64_t wait,
                          uint64_t run)
 {
     if (shared) {
@@ -52,7 +52,7 @@ void serex__task_watch_run(serex_executor *ex,
         run = (int64_t)serex__metrics_since(serex__metrics_stamp(start),
                                             serex__metrics_now_or_mono(ms));
         if (ms != NULL)
-            watch_record(ms, shared, (uint64_t)wait, (uint64_t)run);
+            task_watch_record(ms, shared, (uint64_t)wait, (uint64_t)run);
     }
     if (told)
         serex__obs_end(ex, r->fn, r->id, run);

@@ -188,7 +188,7 @@ static inline const char *trace_class_name(const void *obj)
 
 /* Writes one event into @r's next slot; @r is BUSY and ours. Field by
  * field: a full ring overwrites its oldest slot in place. */
-static inline void ring_put(struct trace_ring *r, unsigned kind,
+static inline void trace_ring_put(struct trace_ring *r, unsigned kind,
                             const void *obj, serex_fn fn, uint64_t id,
                             int64_t a, int64_t b)
 {
@@ -290,7 +290,7 @@ static void trace_record_slow(unsigned kind, const void *obj, serex_fn fn,
     }
     trace_mine = r;
     trace_mine_idle = RING_TAG(gen, RING_IDLE);
-    ring_put(r, kind, obj, fn, id, a, b);
+    trace_ring_put(r, kind, obj, fn, id, a, b);
     ring_leave(r, trace_mine_idle);
 }
 
@@ -311,7 +311,7 @@ void serex__trace_record(unsigned kind, const void *obj, serex_fn fn,
         atomic_compare_exchange_strong_explicit(
             &r->state, &idle, idle + 1, /* BUSY */
             memory_order_relaxed, memory_order_relaxed)) {
-        ring_put(r, kind, obj, fn, id, a, b);
+        trace_ring_put(r, kind, obj, fn, id, a, b);
         ring_leave(r, trace_mine_idle);
         return;
     }
