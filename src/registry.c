@@ -43,7 +43,8 @@ static struct {
     serex__spinlock mu;
     struct serex__reg head;
     size_t count; /* real nodes linked (not cursors) */
-} registry = {0, {&registry.head, &registry.head, NULL, NULL, NULL, 0, false}, 0};
+} registry = {
+    0, {&registry.head, &registry.head, NULL, NULL, NULL, 0, false}, 0};
 
 #define reg_lock() serex__spin_lock(&registry.mu)
 #define reg_unlock() serex__spin_unlock(&registry.mu)
