@@ -146,6 +146,18 @@ configs=(
     "mut-trace-stop-waits-idle;(assertion violated \\(+ended|invalid end state);safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1 -DMUT_STOP_WAITS_FOR_IDLE;trace_ring.pml"
     "mut-trace-claim-ignores-on;assertion violated \\(+ndone;safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1 -DMUT_CLAIM_IGNORES_ON;trace_ring.pml"
     "mut-trace-drop-no-gen;assertion violated \\(+dgen;safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1 -DMUT_DROP_NO_GEN;trace_ring.pml"
+    "registry-pin;pass;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1;registry_pin.pml"
+    "registry-pin-werr;pass;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DWERR=1;registry_pin.pml"
+    "registry-pin-stay2;pass;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=2;registry_pin.pml"
+    "registry-pin-reuse;pass;safety;-DNDUMP=2 -DNOWN=1 -DNSTAY=1 -DNCYC=2;registry_pin.pml"
+    "registry-pin-reuse-1d2o;pass;safety;-DNDUMP=1 -DNOWN=2 -DNSTAY=1 -DNCYC=2;registry_pin.pml"
+    "registry-pin-fork;pass;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DFORK=1;registry_pin.pml"
+    "mut-registry-remove-no-wait;assertion violated \\(+( !\\(freed|desc);safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DMUT_REMOVE_NO_WAIT;registry_pin.pml"
+    "mut-registry-pin-leaving;assertion violated \\(+ !\\(leaving;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DMUT_PIN_LEAVING;registry_pin.pml"
+    "mut-registry-unpin-unlocked;assertion violated \\(+(ndone|desc| !\\(freed);safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DMUT_UNPIN_UNLOCKED;registry_pin.pml"
+    "mut-registry-pin-cursor;assertion violated +!\\(\\(r>=;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DMUT_PIN_CURSOR;registry_pin.pml"
+    "mut-registry-no-cursor;assertion violated \\(+p==0;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DMUT_NO_CURSOR;registry_pin.pml"
+    "mut-registry-fork-keep-pins;assertion violated \\(+cpi;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DFORK=1 -DMUT_FORK_KEEP_PINS;registry_pin.pml"
 )
 
 ensure_spin() {
@@ -166,7 +178,7 @@ ensure_spin
 cc=${CC:-$(command -v gcc || echo cc)}
 command -v "$cc" >/dev/null 2>&1 ||
     { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
-for m in serial_drain.pml pool_park.pml pool_park_slot.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml trace_ring.pml; do
+for m in serial_drain.pml pool_park.pml pool_park_slot.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml trace_ring.pml registry_pin.pml; do
     [ -r "$models/$m" ] || { echo "check_model.sh: $models/$m is missing" >&2; exit 2; }
 done
 
