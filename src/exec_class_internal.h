@@ -57,9 +57,9 @@ struct serex__exec_class {
 
 /* The fields of a class record after `metrics`, for a kind listed by
  * serex_dump: SEREX__CLASS_REG(struct pool, base, reg, "pool", describe) */
-#define SEREX__CLASS_REG(type_, base_, reg_, name_, describe_)              \
-    offsetof(type_, reg_) - offsetof(type_, base_),                         \
-        {(name_), serex__exec_describe}, (describe_)
+#define SEREX__CLASS_REG(type_, base_, reg_, name_, describe_) \
+  offsetof(type_, reg_) - offsetof(type_, base_),              \
+      {(name_), serex__exec_describe}, (describe_)
 
 /* The describe of every listed executor: its stats, its metrics' summary
  * when on, then its class's describe. */

@@ -232,7 +232,7 @@ struct serex_group {
     _Atomic uint64_t entered; /* enters without their leave: misuse check */
     struct note *list, **list_tail; /* waiting for the group to empty */
     struct note *due, **due_tail;   /* to post now, in order */
-    struct serex__reg reg; /* serex_dump's list */
+    struct serex__reg reg;          /* serex_dump's list */
 };
 
 /* A task's record (submit's; execute's adds fn). */

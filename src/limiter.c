@@ -235,7 +235,8 @@ static void limiter_idle(struct limiter *l)
 static void limiter_free(struct limiter *l)
 {
     /* relaxed: the last holder; no one records any more */
-    serex__metrics_free(atomic_load_explicit(&l->metrics, memory_order_relaxed));
+    serex__metrics_free(
+        atomic_load_explicit(&l->metrics, memory_order_relaxed));
     serex__free(l);
 }
 
@@ -743,8 +744,12 @@ static bool limiter_waits_on(serex_executor *ex,
 static const struct serex__exec_class limiter_class = {
     SEREX__CLASS_OPS(limiter_execute, limiter_shutdown, limiter_shutdown_now,
                      limiter_await),
-    "limiter", limiter_stats, limiter_waits_on, limiter_destroy,
-    limiter_metrics_enable, limiter_metrics,
+    "limiter",
+    limiter_stats,
+    limiter_waits_on,
+    limiter_destroy,
+    limiter_metrics_enable,
+    limiter_metrics,
     SEREX__CLASS_REG(struct limiter, base, reg, "limiter", limiter_describe)};
 
 int serex_limiter_create(serex_executor *target, unsigned max_running,

@@ -152,7 +152,12 @@ static void manual_stats(serex_executor *ex, serex_stats *out);
 static const struct serex__exec_class manual_class = {
     SEREX__CLASS_OPS(manual_execute, manual_shutdown, manual_shutdown_now,
                      manual_await),
-    "manual", manual_stats, NULL, manual_destroy, NULL, NULL,
+    "manual",
+    manual_stats,
+    NULL,
+    manual_destroy,
+    NULL,
+    NULL,
     SEREX__CLASS_REG(struct manual, base, reg, "manual", NULL),
 };
 

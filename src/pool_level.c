@@ -256,9 +256,15 @@ static void pool_face_destroy(serex_executor *ex)
 static const struct serex__exec_class pool_face_class = {
     SEREX__CLASS_OPS(pool_face_execute, pool_face_shutdown,
                      pool_face_shutdown_now, pool_face_await),
-    "pool", pool_face_stats, pool_face_waits_on, pool_face_destroy,
-    pool_face_metrics_enable, pool_face_metrics,
-    0, {NULL, NULL}, NULL, /* not listed: its pool is */
+    "pool",
+    pool_face_stats,
+    pool_face_waits_on,
+    pool_face_destroy,
+    pool_face_metrics_enable,
+    pool_face_metrics,
+    0,
+    {NULL, NULL},
+    NULL, /* not listed: its pool is */
 };
 
 /* At create: each level's face, bound to @p, answers as a face. */

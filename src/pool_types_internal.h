@@ -320,8 +320,8 @@ static inline bool serex__pool_queue_nonempty(struct pool *p)
 /* Appends @n tasks to shard @q. Under put_lock. RING_NEED_ROOM: see
  * ring_spare. */
 static inline int serex__pool_ring_push(struct pool *p, struct inject *q,
-                                        struct serex__task_rec *r,
-                                        unsigned n, struct ring_spare *sp)
+                                        struct serex__task_rec *r, unsigned n,
+                                        struct ring_spare *sp)
 {
     uint64_t t = q->put_tail, used = t - q->head_seen;
 
@@ -551,7 +551,7 @@ SEREX__NOINLINE void serex__pool_watch_submit(struct pool *p,
                                               struct serex__task_rec *r);
 /* Runs a task with the hooks, the timing and the events it is owed. */
 SEREX__NOINLINE void serex__pool_watch_run(struct pool *p, struct slot *s,
-                           const struct serex__task_rec *r);
+                                           const struct serex__task_rec *r);
 /*
  * A submit's look at what watches it (a hook, metrics, the recorder, a
  * tool attached to the task probes): one predictable branch while nothing
@@ -563,9 +563,9 @@ static inline void serex__pool_watch(struct pool *p, struct serex__task_rec *r)
     /* relaxed (all): see pool_watch.c (a task submitted as one of them
      * changes is watched or not, either is right) */
     uint32_t watch = atomic_load_explicit(&p->watch, memory_order_relaxed);
-    uint32_t others =
-        atomic_load_explicit(&serex__obs_flags, memory_order_relaxed) |
-        SEREX__PROBE_TASK_ACTIVE();
+    uint32_t others = atomic_load_explicit(&serex__obs_flags,
+                                           memory_order_relaxed) |
+                      SEREX__PROBE_TASK_ACTIVE();
 
     if (serex__likely((watch | others) == 0))
         return;

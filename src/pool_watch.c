@@ -72,7 +72,7 @@ static void watch_hooks_end(struct pool *p, const serex_task_info *info)
 
 /* A timed task's wait and run, in this worker's part. */
 static void pool_watch_record(struct pool *p, struct slot *s, uint64_t wait,
-                         uint64_t run)
+                              uint64_t run)
 {
     struct serex__metrics *ms = serex__metrics_get(&p->metrics);
     struct serex__meter *m;

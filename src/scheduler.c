@@ -1252,8 +1252,7 @@ static bool sched_watched(struct serex_scheduler *s)
     /* relaxed: a run as metrics turn on is timed or not, either is right */
     return ((unsigned)(atomic_load_explicit(&s->metrics,
                                             memory_order_relaxed) != NULL) |
-            (unsigned)serex__obs_timers_listening()) !=
-           0;
+            (unsigned)serex__obs_timers_listening()) != 0;
 }
 
 static int64_t watch_now(struct serex_scheduler *s,
@@ -2024,7 +2023,8 @@ static void free_scheduler(struct serex_scheduler *s)
     if (s->manual)
         serex__mutex_destroy(&s->advance_lock);
     /* relaxed: the scheduler is being freed; no run records any more */
-    serex__metrics_free(atomic_load_explicit(&s->metrics, memory_order_relaxed));
+    serex__metrics_free(
+        atomic_load_explicit(&s->metrics, memory_order_relaxed));
     serex__free(s);
 }
 
@@ -2257,8 +2257,12 @@ static bool sched_waits_on(serex_executor *ex, bool (*blocks)(serex_executor *))
 static const struct serex__exec_class sched_class = {
     SEREX__CLASS_OPS(face_execute, face_shutdown, face_shutdown_now,
                      face_await),
-    "scheduler", sched_stats, sched_waits_on, face_destroy,
-    sched_metrics_enable, sched_metrics,
+    "scheduler",
+    sched_stats,
+    sched_waits_on,
+    face_destroy,
+    sched_metrics_enable,
+    sched_metrics,
     SEREX__CLASS_REG(struct serex_scheduler, face, reg, "scheduler",
                      sched_describe),
 };

@@ -359,7 +359,8 @@ static void serial_idle(struct serial *s)
 static void serial_free(struct serial *s)
 {
     /* relaxed: the last holder; no one records any more */
-    serex__metrics_free(atomic_load_explicit(&s->metrics, memory_order_relaxed));
+    serex__metrics_free(
+        atomic_load_explicit(&s->metrics, memory_order_relaxed));
     serex__free(s);
 }
 
@@ -809,8 +810,12 @@ static bool serial_waits_on(serex_executor *ex,
 static const struct serex__exec_class serial_class = {
     SEREX__CLASS_OPS(serial_execute, serial_shutdown, serial_shutdown_now,
                      serial_await),
-    "serial", serial_stats, serial_waits_on, serial_destroy,
-    serial_metrics_enable, serial_metrics,
+    "serial",
+    serial_stats,
+    serial_waits_on,
+    serial_destroy,
+    serial_metrics_enable,
+    serial_metrics,
     SEREX__CLASS_REG(struct serial, base, reg, "serial", serial_describe),
 };
 

@@ -1323,7 +1323,8 @@ static void striped_free(struct serex_striped *s)
         serex__free(s->shards[i].old);
     }
     /* relaxed: the last holder; no one records any more */
-    serex__metrics_free(atomic_load_explicit(&s->metrics, memory_order_relaxed));
+    serex__metrics_free(
+        atomic_load_explicit(&s->metrics, memory_order_relaxed));
     serex__free(s);
 }
 
@@ -1411,8 +1412,12 @@ static bool striped_waits_on(serex_executor *ex,
 static const struct serex__exec_class striped_class = {
     SEREX__CLASS_OPS(striped_face_execute, striped_shutdown,
                      striped_shutdown_now, striped_await),
-    "striped", striped_stats, striped_waits_on, striped_destroy,
-    striped_metrics_enable, striped_metrics,
+    "striped",
+    striped_stats,
+    striped_waits_on,
+    striped_destroy,
+    striped_metrics_enable,
+    striped_metrics,
     SEREX__CLASS_REG(struct serex_striped, face, reg, "striped",
                      striped_describe),
 };

@@ -19,8 +19,8 @@ void serex__task_watch_submit(serex_executor *ex,
         serex__obs_submit(ex, t->fn, (uint64_t)(uintptr_t)t);
 }
 
-static void task_watch_record(struct serex__metrics *ms, bool shared, uint64_t wait,
-                         uint64_t run)
+static void task_watch_record(struct serex__metrics *ms, bool shared,
+                              uint64_t wait, uint64_t run)
 {
     if (shared) {
         struct serex__meter *m = serex__metrics_stripe(ms);

@@ -47,15 +47,15 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>  /* malloc, aligned_alloc, free */
-#include <string.h>  /* strncpy, memcpy, strrchr */
-#include <time.h>    /* clock_gettime, timespec_get */
-#include <unistd.h>  /* sysconf */
-#if defined(__linux__)
-#  include <sys/prctl.h> /* PR_SET_NAME, PR_SET_TIMERSLACK */
-#endif
-#if defined(__FreeBSD__) || defined(__OpenBSD__) || defined(__DragonFly__)
-#  include <pthread_np.h> /* pthread_set_name_np */
-#endif
+#  include <string.h> /* strncpy, memcpy, strrchr */
+#  include <time.h>   /* clock_gettime, timespec_get */
+#  include <unistd.h> /* sysconf */
+#  if defined(__linux__)
+#    include <sys/prctl.h> /* PR_SET_NAME, PR_SET_TIMERSLACK */
+#  endif
+#  if defined(__FreeBSD__) || defined(__OpenBSD__) || defined(__DragonFly__)
+#    include <pthread_np.h> /* pthread_set_name_np */
+#  endif
 
 /*
  * dladdr (serex__fn_symbol): in the C library of glibc 2.34 and later,
@@ -66,28 +66,28 @@
  * without names rather than fail to link. __GLIBC__ comes from the
  * headers above.
  */
-#if defined(SEREX_HAVE_DLADDR)
-#  define SEREX__DLADDR SEREX_HAVE_DLADDR
-#elif defined(__GLIBC__)
-#  if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)
+#  if defined(SEREX_HAVE_DLADDR)
+#    define SEREX__DLADDR SEREX_HAVE_DLADDR
+#  elif defined(__GLIBC__)
+#    if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)
+#      define SEREX__DLADDR 1
+#    else
+#      define SEREX__DLADDR 0
+#    endif
+#  elif defined(__linux__) || defined(__APPLE__) || defined(__FreeBSD__) || \
+      defined(__NetBSD__) || defined(__OpenBSD__) || defined(__DragonFly__)
 #    define SEREX__DLADDR 1
 #  else
 #    define SEREX__DLADDR 0
 #  endif
-#elif defined(__linux__) || defined(__APPLE__) || defined(__FreeBSD__) || \
-    defined(__NetBSD__) || defined(__OpenBSD__) || defined(__DragonFly__)
-#  define SEREX__DLADDR 1
-#else
-#  define SEREX__DLADDR 0
-#endif
-#if SEREX__DLADDR
-#  include <dlfcn.h>    /* dladdr */
-#  include <inttypes.h> /* PRIxPTR */
-#  include <stdio.h>    /* snprintf */
-#endif
+#  if SEREX__DLADDR
+#    include <dlfcn.h>    /* dladdr */
+#    include <inttypes.h> /* PRIxPTR */
+#    include <stdio.h>    /* snprintf */
+#  endif
 
-#include "alloc_internal.h"
-#include "common_internal.h"
+#  include "alloc_internal.h"
+#  include "common_internal.h"
 
 /* --- time --- */
 
@@ -276,7 +276,7 @@ void serex__os_free(void *p)
 
 /* --- function names --- */
 
-#if SEREX__DLADDR
+#  if SEREX__DLADDR
 bool serex__fn_symbol(void (*fn)(void *), char *buf, size_t n)
 {
     Dl_info info;
@@ -302,7 +302,7 @@ bool serex__fn_symbol(void (*fn)(void *), char *buf, size_t n)
              (uintptr_t)addr - (uintptr_t)info.dli_fbase);
     return true;
 }
-#else
+#  else
 bool serex__fn_symbol(void (*fn)(void *), char *buf, size_t n)
 {
     (void)fn;
@@ -310,7 +310,7 @@ bool serex__fn_symbol(void (*fn)(void *), char *buf, size_t n)
         buf[0] = '\0';
     return false;
 }
-#endif
+#  endif
 
 /* --- starting threads: options and start hooks (both back ends) --- */
 

@@ -189,8 +189,8 @@ static inline const char *trace_class_name(const void *obj)
 /* Writes one event into @r's next slot; @r is BUSY and ours. Field by
  * field: a full ring overwrites its oldest slot in place. */
 static inline void trace_ring_put(struct trace_ring *r, unsigned kind,
-                            const void *obj, serex_fn fn, uint64_t id,
-                            int64_t a, int64_t b)
+                                  const void *obj, serex_fn fn, uint64_t id,
+                                  int64_t a, int64_t b)
 {
     struct trace_event *e = &r->ev[r->head & r->mask];
 

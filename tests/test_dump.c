@@ -426,7 +426,13 @@ static void dump_writes_every_field_type_and_nesting(void **state)
 
     assert_non_null(o);
     assert_string_equal(str_at(o, "kind"), "fake");
-    assert_true(num_at(o, "u64") == 18446744073709551615.0);
+    {
+        /* both rounded to double: i386's x87 keeps a literal in extended
+         * precision, where 2^64 - 1 is not 2^64 */
+        volatile double got = num_at(o, "u64"), want = 18446744073709551615.0;
+
+        assert_true(got == want);
+    }
     assert_true(num_at(o, "i64") == -42.0);
     assert_string_equal(str_at(o, "str"), "text");
     assert_int_equal(tj_get(o, "null_str")->type, TJ_NULL);
@@ -518,8 +524,12 @@ static void dump_grows_past_its_inline_buffer(void **state)
     assert_int_equal(big->n, BIG_ITEMS);
     for (size_t i = 0; i < big->n; i++)
         assert_int_equal(strlen(big->items[i].str), 60);
-    /* the symbol's mark survived the buffer's move */
+        /* the symbol's mark survived the buffer's move (Windows names none) */
+#if defined(_WIN32)
+    assert_null(tj_get(tj_get(o, "fn"), "symbol"));
+#else
     assert_non_null(tj_get(tj_get(o, "fn"), "symbol"));
+#endif
     assert_string_equal(str_at(doc_find(doc, g), "name"), "after");
     tj_free(doc);
 }
