@@ -549,14 +549,21 @@ tsan_canary() {
     cat >"$bin.c" <<'EOF'
 #include <serex/serex.h>
 #include <stdatomic.h>
-/* Written by a pool task, then by main once a relaxed flag says the task
- * is done: relaxed atomics order nothing, so this is a data race in every
- * interleaving, and TSan must say so. */
+/* Written by main after its submit, then by the pool's task once a
+ * relaxed flag says main wrote: relaxed atomics order nothing, and main
+ * does nothing between its write and the flag, nor the task between the
+ * flag and its write, so this is a data race in every interleaving, and
+ * TSan must say so. (The other way round, main writing last, a worker
+ * that ran the task and parked before main's submit woke it would have
+ * released the pool's mutex for main's wake-up to acquire: ordered, no
+ * race, a canary that sometimes stays quiet.) */
 static long n;
-static atomic_int done;
+static atomic_int wrote, done;
 static void bump(void *arg)
 {
     (void)arg;
+    while (!atomic_load_explicit(&wrote, memory_order_relaxed))
+        ;
     n++;
     atomic_store_explicit(&done, 1, memory_order_relaxed);
 }
@@ -566,9 +573,10 @@ int main(void)
     if (serex_pool_create(NULL, &pool) != SEREX_OK ||
         serex_execute(pool, bump, NULL) != SEREX_OK)
         return 1;
+    n++;
+    atomic_store_explicit(&wrote, 1, memory_order_relaxed);
     while (!atomic_load_explicit(&done, memory_order_relaxed))
         ;
-    n++;
     return serex_destroy(pool) == SEREX_OK && n == 2 ? 0 : 1;
 }
 EOF
