@@ -90,8 +90,14 @@ static void see_slice(struct seen *s, struct track *t, const struct tj *e)
     assert_true(dur >= 0);
     while (t->depth > 0 && t->end[t->depth - 1] <= ts)
         t->depth--;
-    if (t->depth > 0) /* nested: ends inside its parent (1e-6: rounding) */
-        assert_true(ts + dur <= t->end[t->depth - 1] + 1e-6);
+    /* nested: ends inside its parent. A submit is a 1-ns slice: with a
+     * counter coarser than 1 ns (arm64's, 16 ns under qemu) the task that
+     * submitted may end in the same tick, 1 ns before the submit's slice
+     * (seen in CI's arm64 stage); 1e-6 more: the doubles' rounding */
+    if (t->depth > 0)
+        assert_true(ts + dur <=
+                    t->end[t->depth - 1] +
+                        (strcmp(cat_of(e), "submit") == 0 ? 1e-3 : 0) + 1e-6);
     assert_true(t->depth < MAXDEPTH);
     t->end[t->depth++] = ts + dur;
     if (strcmp(cat_of(e), "submit") == 0) {
