@@ -44,7 +44,7 @@ components  striped     striped.c striped_internal.h
 components  scheduler   scheduler.c scheduler_internal.h wheel.c wheel_internal.h
 components  gate        gate.c gate_internal.h
 components  channel     channel.c channel_internal.h
-components  event       event.c event_internal.h
+components  event       event.c event_internal.h latch.c
 components  manual      manual.c manual_internal.h
 components  group       group.c group_internal.h
 components  limiter     limiter.c limiter_internal.h

@@ -15,8 +15,15 @@
  * Each signal is consumed by exactly one CAS, so it releases one wait;
  * spurious wake-ups and losing the CAS race just loop. Signals do not
  * accumulate (a second signal before a wait changes nothing).
+ *
+ * A manual-reset event (`manual`, fixed at create) never consumes: a wait
+ * that sees SIGNALLED returns (its acquire load pairs with the signal's
+ * release), a signal wakes every waiter, and serex_event_reset clears the
+ * bit. The same park argument holds: a signal between a waiter's read and
+ * its park changes the word.
  */
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "alloc_internal.h"
 #include "common_internal.h"
@@ -28,9 +35,10 @@
 
 struct serex_event {
     _Atomic uint32_t word; /* SIGNALLED | waiters * WAITER */
+    bool manual;           /* manual-reset: waits do not consume */
 };
 
-int serex_event_create(serex_event **out)
+static int event_create(serex_event **out, bool manual)
 {
     serex_event *ev;
 
@@ -41,7 +49,24 @@ int serex_event_create(serex_event **out)
     if (ev == NULL)
         return SEREX_ENOMEM;
     atomic_init(&ev->word, 0);
+    ev->manual = manual;
     return SEREX_OK;
+}
+
+int serex_event_create(serex_event **out)
+{
+    return event_create(out, false);
+}
+
+int serex_event_create_manual(serex_event **out)
+{
+    return event_create(out, true);
+}
+
+void serex_event_reset(serex_event *ev)
+{
+    if (ev != NULL) /* relaxed: a reset publishes nothing */
+        atomic_fetch_and_explicit(&ev->word, ~SIGNALLED, memory_order_relaxed);
 }
 
 void serex_event_destroy(serex_event *ev)
@@ -65,11 +90,23 @@ void serex_event_signal(serex_event *ev)
         serex__park_wake_all(&ev->word);
 }
 
-/* Consumes the signal if set; @mine is what this waiter added to the count. */
+/* Consumes the signal if set; @mine is what this waiter added to the count.
+ * A manual-reset event's signal is seen, not consumed (the waiter's count
+ * still drops). */
 static int event_try_consume(serex_event *ev, uint32_t mine)
 {
     /* relaxed: only a hint for the CAS, which orders */
     uint32_t s = atomic_load_explicit(&ev->word, memory_order_relaxed);
+
+    if (ev->manual) {
+        /* acquire: pairs with the release in serex_event_signal */
+        if (!(atomic_load_explicit(&ev->word, memory_order_acquire) &
+              SIGNALLED))
+            return 0;
+        if (mine != 0) /* relaxed: the count only decides wakes */
+            atomic_fetch_sub_explicit(&ev->word, mine, memory_order_relaxed);
+        return 1;
+    }
 
     while (s & SIGNALLED) {
         /* acquire: pairs with the release in serex_event_signal */

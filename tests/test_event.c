@@ -232,6 +232,63 @@ static void event_each_signal_releases_exactly_one_waiter(void **state)
     assert_int_equal(serex_event_wait(fx->done, 0), SEREX_ETIMEDOUT);
 }
 
+/* --- the manual-reset event --- */
+
+struct manual_waiters {
+    serex_event *ev;
+    atomic_int released;
+};
+
+static int manual_waiter_thread(void *arg)
+{
+    struct manual_waiters *w = arg;
+
+    if (serex_event_wait(w->ev, TEST_TIMEOUT) == SEREX_OK)
+        atomic_fetch_add(&w->released, 1);
+    return 0;
+}
+
+/* One signal lets every waiter through, and every later wait, until a
+ * reset; an auto-reset event would let one through. */
+static void manual_event_signal_releases_every_wait(void **state)
+{
+    struct manual_waiters w;
+    serex__thread t[NWAITERS];
+
+    (void)state;
+    assert_int_equal(serex_event_create_manual(&w.ev), SEREX_OK);
+    atomic_init(&w.released, 0);
+    assert_int_equal(serex_event_wait(w.ev, 0), SEREX_ETIMEDOUT);
+    for (int i = 0; i < NWAITERS; i++)
+        assert_int_equal(serex__thread_start(&t[i], manual_waiter_thread, &w),
+                         SEREX_OK);
+    serex_event_signal(w.ev);          /* one signal for all of them */
+    for (int i = 0; i < NWAITERS; i++) /* each waits TEST_TIMEOUT at most */
+        serex__thread_join(t[i]);
+    assert_int_equal(atomic_load(&w.released), NWAITERS);
+    /* still signalled: later waits pass at once */
+    assert_int_equal(serex_event_wait(w.ev, 0), SEREX_OK);
+    assert_int_equal(serex_event_wait(w.ev, 0), SEREX_OK);
+    /* reset: waits block again; the next signal opens it again */
+    serex_event_reset(w.ev);
+    assert_int_equal(serex_event_wait(w.ev, 0), SEREX_ETIMEDOUT);
+    serex_event_signal(w.ev);
+    assert_int_equal(serex_event_wait(w.ev, 0), SEREX_OK);
+    serex_event_destroy(w.ev);
+}
+
+/* A reset of an auto-reset event drops a signal nobody consumed. */
+static void event_reset_drops_a_pending_signal(void **state)
+{
+    struct fixture *fx = *state;
+
+    serex_event_signal(fx->ev);
+    serex_event_reset(fx->ev);
+    assert_int_equal(serex_event_wait(fx->ev, 0), SEREX_ETIMEDOUT);
+    serex_event_reset(NULL); /* ignored */
+    assert_int_equal(serex_event_create_manual(NULL), SEREX_EINVAL);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -245,6 +302,8 @@ int main(void)
         T(event_null_signal_and_destroy_are_noops),
         T(event_ping_pong_loses_no_wake_up),
         T(event_each_signal_releases_exactly_one_waiter),
+        T(event_reset_drops_a_pending_signal),
+        cmocka_unit_test(manual_event_signal_releases_every_wait),
     };
 #undef T
 

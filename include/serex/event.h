@@ -32,7 +32,28 @@ typedef struct serex_event serex_event;
 SEREX_API int serex_event_create(serex_event **out);
 
 /*
- * serex_event_signal - set the event; wakes a waiter if there is one.
+ * serex_event_create_manual - a manual-reset event, initially not
+ * signalled: once signalled it stays signalled, and every wait returns at
+ * once, until serex_event_reset (Win32's manual-reset event). For a "done"
+ * signal several threads may wait for, or one that may be waited for after
+ * it was given: an auto-reset event lets one wait through per signal and
+ * would swallow it. serex_latch (latch.h) is the same for a signal given
+ * once, or after N things.
+ * Returns, Ownership, Threads: as serex_event_create.
+ */
+SEREX_API int serex_event_create_manual(serex_event **out);
+
+/*
+ * serex_event_reset - clear the event's signal. An auto-reset event's
+ * signal not yet consumed is dropped; a manual-reset event's waits block
+ * again until the next signal. NULL is ignored.
+ * Threads:   any thread; never blocks.
+ */
+SEREX_API void serex_event_reset(serex_event *ev);
+
+/*
+ * serex_event_signal - set the event; wakes a waiter if there is one
+ * (every waiter, for a manual-reset event).
  *
  * A signal made before anyone waits is kept: the next wait returns at once.
  * Signals do not count: two signals before a wait release one wait. What
@@ -44,9 +65,11 @@ SEREX_API void serex_event_signal(serex_event *ev);
 
 /*
  * serex_event_wait - block the calling thread until the event is
- * signalled, then reset it (auto-reset).
+ * signalled, then reset it (auto-reset; a manual-reset event stays
+ * signalled and lets every wait through).
  *
- * Each signal releases exactly one wait. Spurious wake-ups are hidden.
+ * Each signal of an auto-reset event releases exactly one wait. Spurious
+ * wake-ups are hidden.
  * @timeout_ns: SEREX_FOREVER waits without limit, 0 polls (never blocks).
  * Returns:   SEREX_OK; SEREX_ETIMEDOUT; SEREX_EINVAL for NULL or a
  *            timeout below SEREX_FOREVER.
