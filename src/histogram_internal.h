@@ -65,6 +65,15 @@ void serex__metrics_read_slot(struct serex__metrics *_Atomic *slot,
 int serex__metrics_publish(struct serex__metrics *_Atomic *slot,
                            struct serex__metrics *fresh);
 
+/* An executor's enable: a set of @parts published in *@slot (the first
+ * enable wins; a later one changes nothing). SEREX_OK or SEREX_ENOMEM. */
+static inline int serex__metrics_enable(struct serex__metrics *_Atomic *slot,
+                                        const serex_metrics_config *cfg,
+                                        unsigned parts)
+{
+    return serex__metrics_publish(slot, serex__metrics_new(cfg, parts));
+}
+
 /* An executor's set, or NULL while off. acquire: the set's fields, written
  * before its publication (serex__metrics_publish's release). */
 static inline struct serex__metrics *serex__metrics_get(
@@ -202,6 +211,20 @@ static inline void serex__hist_add_shared(struct serex__hist *h, uint64_t v)
     while (v > m &&
            !atomic_compare_exchange_weak_explicit(
                &h->max, &m, v, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+/* One timed task's wait and run in part @m: @shared, by one of the
+ * threads that share a stripe; else by its one writer. */
+static inline void serex__meter_add(struct serex__meter *m, bool shared,
+                                    uint64_t wait, uint64_t run)
+{
+    if (shared) {
+        serex__hist_add_shared(&m->wait, wait);
+        serex__hist_add_shared(&m->run, run);
+    } else {
+        serex__hist_add_owned(&m->wait, wait);
+        serex__hist_add_owned(&m->run, run);
     }
 }
 

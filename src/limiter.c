@@ -704,9 +704,8 @@ static void limiter_describe(serex_executor *ex, struct serex__dump *d)
 static int limiter_metrics_enable(serex_executor *ex,
                                   const serex_metrics_config *cfg)
 {
-    return serex__metrics_publish(
-        &limiter_of(ex)->metrics,
-        serex__metrics_new(cfg, SEREX__METRICS_STRIPES));
+    return serex__metrics_enable(&limiter_of(ex)->metrics, cfg,
+                                 SEREX__METRICS_STRIPES);
 }
 
 static void limiter_metrics(serex_executor *ex, serex_metrics *out)

@@ -75,13 +75,9 @@ static void pool_watch_record(struct pool *p, struct slot *s, uint64_t wait,
                               uint64_t run)
 {
     struct serex__metrics *ms = serex__metrics_get(&p->metrics);
-    struct serex__meter *m;
 
-    if (ms == NULL)
-        return;
-    m = &ms->m[s - p->slots];
-    serex__hist_add_owned(&m->wait, wait);
-    serex__hist_add_owned(&m->run, run);
+    if (ms != NULL) /* this worker's own part */
+        serex__meter_add(&ms->m[s - p->slots], false, wait, run);
 }
 
 void serex__pool_watch_run(struct pool *p, struct slot *s,
@@ -151,8 +147,7 @@ int serex__pool_metrics_enable(serex_executor *ex,
                                const serex_metrics_config *cfg)
 {
     struct pool *p = serex__container_of(ex, struct pool, base);
-    int rc = serex__metrics_publish(&p->metrics,
-                                    serex__metrics_new(cfg, p->max));
+    int rc = serex__metrics_enable(&p->metrics, cfg, p->max);
 
     /* relaxed: submitters then read the set itself with acquire */
     if (rc == SEREX_OK)

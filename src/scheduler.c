@@ -2144,9 +2144,8 @@ static void sched_describe(serex_executor *ex, struct serex__dump *d)
 static int sched_metrics_enable(serex_executor *ex,
                                 const serex_metrics_config *cfg)
 {
-    return serex__metrics_publish(
-        &sched_of_face(ex)->metrics,
-        serex__metrics_new(cfg, SEREX__METRICS_STRIPES));
+    return serex__metrics_enable(&sched_of_face(ex)->metrics, cfg,
+                                 SEREX__METRICS_STRIPES);
 }
 
 static void sched_metrics(serex_executor *ex, serex_metrics *out)

@@ -788,7 +788,7 @@ static int serial_metrics_enable(serex_executor *ex,
 {
     struct serial *s = serial_of(ex);
 
-    return serex__metrics_publish(&s->metrics, serex__metrics_new(cfg, 1));
+    return serex__metrics_enable(&s->metrics, cfg, 1);
 }
 
 static void serial_metrics(serex_executor *ex, serex_metrics *out)

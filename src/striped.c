@@ -1389,8 +1389,7 @@ static int striped_metrics_enable(serex_executor *ex,
 {
     struct serex_striped *s = striped_of(ex);
 
-    return serex__metrics_publish(
-        &s->metrics, serex__metrics_new(cfg, SEREX__METRICS_STRIPES));
+    return serex__metrics_enable(&s->metrics, cfg, SEREX__METRICS_STRIPES);
 }
 
 static void striped_metrics(serex_executor *ex, serex_metrics *out)

@@ -19,18 +19,12 @@ void serex__task_watch_submit(serex_executor *ex,
         serex__obs_submit(ex, t->fn, (uint64_t)(uintptr_t)t);
 }
 
+/* A serial's one part, or the calling thread's stripe of a shared set. */
 static void task_watch_record(struct serex__metrics *ms, bool shared,
                               uint64_t wait, uint64_t run)
 {
-    if (shared) {
-        struct serex__meter *m = serex__metrics_stripe(ms);
-
-        serex__hist_add_shared(&m->wait, wait);
-        serex__hist_add_shared(&m->run, run);
-    } else {
-        serex__hist_add_owned(&ms->m[0].wait, wait);
-        serex__hist_add_owned(&ms->m[0].run, run);
-    }
+    serex__meter_add(shared ? serex__metrics_stripe(ms) : &ms->m[0], shared,
+                     wait, run);
 }
 
 void serex__task_watch_run(serex_executor *ex,
