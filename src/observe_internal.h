@@ -63,10 +63,6 @@ static inline bool serex__obs_timers_listening(void)
             SEREX__PROBE_TIMER_ACTIVE()) != 0;
 }
 
-/* A new id for a task of an executor that has none of its own: the
- * calling thread's number and its count (no shared counter). */
-uint64_t serex__obs_id(void);
-
 /* Event kinds, as the recorder stores them. */
 enum serex__obs_kind {
     SEREX__OBS_SUBMIT = 1,  /* a task accepted: (ex, fn, id) */
