@@ -130,6 +130,7 @@ static void blocker_task(void *arg)
 static void pool_histograms_under_a_manual_clock(void **state)
 {
     serex_pool_config cfg = {.threads = 1};
+    serex_event *flooded;
     serex_executor *pool;
     struct gate_arg g;
     serex_event *done;
@@ -212,6 +213,14 @@ static void pool_counters_count(void **state)
     assert_int_equal(serex_pool_create(&cfg, &pool), SEREX_OK);
     /* counters count with metrics off too */
     assert_int_equal(serex_execute(pool, flood_noop_task, pool), SEREX_OK);
+    /* the flood has run (its 600 tasks behind it, on the one worker, come
+     * before this one): a worker that parked before the flood came must
+     * not be read as the end of it */
+    assert_int_equal(serex_event_create(&flooded), SEREX_OK);
+    assert_int_equal(serex_execute(pool, test_signal_task, flooded),
+                     SEREX_OK);
+    assert_signalled(flooded);
+    serex_event_destroy(flooded);
     /* an idle worker parks, eventually */
     while ((parks = parks_of(pool)) == 0 && test_now_ns() < until)
         test_sleep_ns(MS);
