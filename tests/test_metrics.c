@@ -130,7 +130,6 @@ static void blocker_task(void *arg)
 static void pool_histograms_under_a_manual_clock(void **state)
 {
     serex_pool_config cfg = {.threads = 1};
-    serex_event *flooded;
     serex_executor *pool;
     struct gate_arg g;
     serex_event *done;
@@ -204,6 +203,7 @@ static uint64_t parks_of(serex_executor *pool)
 static void pool_counters_count(void **state)
 {
     serex_pool_config cfg = {.threads = 1};
+    serex_event *flooded;
     serex_executor *pool;
     serex_metrics *m;
     uint64_t parks;
@@ -217,8 +217,7 @@ static void pool_counters_count(void **state)
      * before this one): a worker that parked before the flood came must
      * not be read as the end of it */
     assert_int_equal(serex_event_create(&flooded), SEREX_OK);
-    assert_int_equal(serex_execute(pool, test_signal_task, flooded),
-                     SEREX_OK);
+    assert_int_equal(serex_execute(pool, test_signal_task, flooded), SEREX_OK);
     assert_signalled(flooded);
     serex_event_destroy(flooded);
     /* an idle worker parks, eventually */
