@@ -272,6 +272,15 @@ static bool future_cancel_pending(serex_future *f)
  * (serex_future_set_error); saved and restored around each call. */
 static SEREX__THREAD_LOCAL serex_future *future_running;
 static SEREX__THREAD_LOCAL int future_running_error;
+static SEREX__THREAD_LOCAL int future_last_error; /* the last call's */
+
+int serex__future_take_error(void)
+{
+    int err = future_last_error;
+
+    future_last_error = 0;
+    return err;
+}
 
 /* Calls fn(arg) as @f's call; the error it set, or 0. */
 static int future_invoke(serex_future *f)
@@ -284,6 +293,7 @@ static int future_invoke(serex_future *f)
     future_running_error = 0;
     f->value = f->fn(f->arg); /* fn is read before value overwrites it */
     err = future_running_error;
+    future_last_error = err;
     future_running = outer;
     future_running_error = outer_error;
     return err;

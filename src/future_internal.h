@@ -42,4 +42,9 @@ bool serex__future_fail(serex_future *f, int code, bool running_too);
 int serex__future_bind(serex_future *f, serex_cancel *tok, bool running_too,
                        bool owns);
 
+/* The error the last future call made on this thread set
+ * (serex_future_set_error), or 0; reading it clears it (a group reports
+ * its submitted tasks' errors so). */
+int serex__future_take_error(void);
+
 #endif /* SEREX_FUTURE_INTERNAL_H */

@@ -90,6 +90,53 @@ out_m:
     assert_int_equal(serex_destroy(m), SEREX_OK);
 }
 
+/* A group with a life: create_config (group, token, hook), a submitted
+ * task that fails fast, a task it cancels. */
+static void *fail_call(void *arg)
+{
+    log_task(arg);
+    serex_future_set_error(-77);
+    return arg;
+}
+
+static void scenario_group_config(struct run *r)
+{
+    serex_group_config cfg = {.flags = SEREX_GROUP_FAIL_FAST};
+    serex_executor *m;
+    serex_group *g = (serex_group *)r; /* must be overwritten */
+    serex_future *fa = NULL, *fb = NULL;
+    struct task *ta = task_new(r, 0), *tb = task_new(r, 0);
+    int rc;
+
+    if (!status_ok(r, serex_manual_create(&m)))
+        return;
+    if (!status_ok(r, serex_group_create_config(&cfg, &g))) {
+        assert_null(g);
+        assert_int_equal(serex_destroy(m), SEREX_OK);
+        return;
+    }
+    if (!accept(r, ta, serex_group_submit(g, m, fail_call, ta, &fa)))
+        assert_null(fa);
+    if (!accept(r, tb, serex_group_submit(g, m, call_logged, tb, &fb)))
+        assert_null(fb);
+    test_run_all(m);
+    rc = serex_group_wait(g, 0);
+    if (fa != NULL) { /* it failed first: tb was cancelled or ran before */
+        assert_int_equal(rc, -77);
+        assert_int_equal(serex_future_wait(fa, 0), -77);
+        serex_future_release(fa);
+    } else {
+        assert_int_equal(rc, SEREX_OK);
+    }
+    settle_future(r, fb, tb);
+    serex_group_destroy(g);
+    assert_int_equal(serex_destroy(m), SEREX_OK);
+}
+
 FAULTS_CASE(faults_cancel_changes_nothing, "cancel", scenario_cancel, 0)
 
-FAULTS_MAIN("faults_cancel", FAULTS_TEST(faults_cancel_changes_nothing))
+FAULTS_CASE(faults_group_config_changes_nothing, "group config",
+            scenario_group_config, 0)
+
+FAULTS_MAIN("faults_cancel", FAULTS_TEST(faults_cancel_changes_nothing),
+            FAULTS_TEST(faults_group_config_changes_nothing))
