@@ -158,6 +158,13 @@ configs=(
     "mut-registry-pin-cursor;assertion violated +!\\(\\(r>=;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DMUT_PIN_CURSOR;registry_pin.pml"
     "mut-registry-no-cursor;assertion violated \\(+p==0;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DMUT_NO_CURSOR;registry_pin.pml"
     "mut-registry-fork-keep-pins;assertion violated \\(+cpi;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DFORK=1 -DMUT_FORK_KEEP_PINS;registry_pin.pml"
+    "cancel-2req;pass;safety;-DNREQ=2;cancel_reg.pml"
+    "cancel-3req;pass;safety;-DNREQ=3;cancel_reg.pml"
+    "cancel-inside-2req;pass;safety;-DNREQ=2 -DINSIDE=1;cancel_reg.pml"
+    "cancel-inside-3req;pass;safety;-DNREQ=3 -DINSIDE=1;cancel_reg.pml"
+    "mut-cancel-no-running-wait;assertion violated \\(\\(frees;safety;-DNREQ=2 -DMUT_NO_RUNNING_WAIT;cancel_reg.pml"
+    "mut-cancel-free-before-done;assertion violated  !\\(freed;safety;-DNREQ=2 -DMUT_FREE_BEFORE_DONE;cancel_reg.pml"
+    "mut-cancel-runner-no-unreg;assertion violated \\(\\(frees;safety;-DNREQ=2 -DINSIDE=1 -DMUT_RUNNER_NO_UNREG;cancel_reg.pml"
 )
 
 ensure_spin() {
