@@ -429,5 +429,5 @@ unsigned serex__cpu_count_at(const char *root, unsigned affinity,
 
 unsigned serex_cpu_count(void)
 {
-    return serex__cpu_count();
+    return serex__cpu_usable();
 }

@@ -208,17 +208,17 @@ int64_t serex__now_ns(void);
 /* now + timeout, saturating at INT64_MAX; SEREX_FOREVER gives INT64_MAX. */
 int64_t serex__deadline(int64_t timeout_ns);
 
-/*
- * The CPUs this process may use, at least 1 (serex_cpu_count): the
- * calling thread's affinity mask (which the threads it starts inherit;
- * Windows: the process's mask, or every active CPU when the process spans
- * processor groups), and on Linux the cgroup CPU quota, rounded up
- * (serex__cpu_count_at with root ""). If the memory to read them cannot
- * be had: the online CPUs. Reads the OS at each call.
- */
+/* Online CPUs, at least 1 (the scheduler's shards). Allocates nothing. */
 unsigned serex__cpu_count(void);
-/* Online CPUs, at least 1. */
-unsigned serex__cpu_online(void);
+/*
+ * The CPUs this process may use, at least 1 (serex_cpu_count, a pool of
+ * threads = 0): the calling thread's affinity mask (which the threads it
+ * starts inherit; Windows: the process's mask, or every active CPU when
+ * the process spans processor groups), and on Linux the cgroup CPU quota,
+ * rounded up (serex__cpu_count_at with root ""). If the memory to read
+ * them cannot be had: the online CPUs. Reads the OS at each call.
+ */
+unsigned serex__cpu_usable(void);
 /*
  * cpus.c: the cgroup CPU bandwidth limit of the calling process, read
  * from the files under @root ("" for the real ones; tests build a fake

@@ -138,7 +138,7 @@ static struct timespec timespec_after(int64_t now_ns, int64_t left_ns)
 
 /* --- the rest of the OS --- */
 
-unsigned serex__cpu_online(void)
+unsigned serex__cpu_count(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -181,18 +181,18 @@ static unsigned affinity_count(void)
     return 0;
 }
 
-unsigned serex__cpu_count(void)
+unsigned serex__cpu_usable(void)
 {
     /* "": the real /proc and cgroup files (cpus.c) */
-    return serex__cpu_count_at("", affinity_count(), serex__cpu_online());
+    return serex__cpu_count_at("", affinity_count(), serex__cpu_count());
 }
 
 #else /* no cgroups; affinity, where there is any, is per thread and hard
          to count (macOS has none): the online CPUs */
 
-unsigned serex__cpu_count(void)
+unsigned serex__cpu_usable(void)
 {
-    return serex__cpu_online();
+    return serex__cpu_count();
 }
 
 #endif

@@ -76,7 +76,7 @@ int64_t serex__deadline(int64_t timeout_ns)
 
 /* --- the rest of the OS --- */
 
-unsigned serex__cpu_online(void)
+unsigned serex__cpu_count(void)
 {
     DWORD n = GetActiveProcessorCount(ALL_PROCESSOR_GROUPS);
 
@@ -86,7 +86,7 @@ unsigned serex__cpu_online(void)
 /* The process's affinity mask, counted. A process whose threads span
  * processor groups has no one mask (both come back 0): then every active
  * CPU. Job objects' CPU rate limits are not read. */
-unsigned serex__cpu_count(void)
+unsigned serex__cpu_usable(void)
 {
     DWORD_PTR proc, sys;
     unsigned n = 0;
@@ -94,7 +94,7 @@ unsigned serex__cpu_count(void)
     if (GetProcessAffinityMask(GetCurrentProcess(), &proc, &sys))
         for (; proc != 0; proc &= proc - 1)
             n++;
-    return n > 0 ? n : serex__cpu_online();
+    return n > 0 ? n : serex__cpu_count();
 }
 
 void serex__thread_yield(void)
