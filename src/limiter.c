@@ -87,8 +87,9 @@
  * retry) adds to R only while R is below a cap it read, and no cap it can
  * read is above peak: so R <= peak, always. While the cap is at its peak
  * (never lowered, or raised back), R <= max_running and the pop needs no
- * look, so a limiter whose cap never goes down pays one relaxed load and
- * a compare per pop, and no argument above changes. Below its peak, each
+ * look, so a limiter whose cap never goes down pays a relaxed load of a
+ * word it only reads per execute and two per task, and no argument above
+ * changes. Below its peak, each
  * pop first loads `st` under pop_lock and, if R > max_running, the runner
  * sheds its slot instead of popping.
  *
@@ -595,7 +596,8 @@ static void limiter_retry_owed(struct limiter *l)
  */
 static void limiter_fill(struct limiter *l)
 {
-    /* relaxed: our own caller stored it */
+    /* relaxed: our caller stored it (or a later set_max, whose cap is
+     * then the one to fill to) */
     unsigned max = atomic_load_explicit(&l->max_running, memory_order_relaxed);
     /* relaxed: a first guess for the CAS */
     uint64_t old = atomic_load_explicit(&l->st, memory_order_relaxed);
