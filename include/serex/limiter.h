@@ -114,6 +114,7 @@ SEREX_API int serex_limiter_set_max(serex_executor *limiter,
  * serex_limiter_create or serex_limiter_set_max (since 0.2.0).
  * Returns:   1 to SEREX_LIMITER_MAX_RUNNING; 0 if @limiter is NULL or not
  *            a limiter.
+ * Ownership: nothing changes hands.
  * Threads:   any thread, before serex_destroy.
  */
 SEREX_API unsigned serex_limiter_max(serex_executor *limiter);

@@ -38,6 +38,7 @@ extern "C" {
  * The OS is read at each call: a container's quota changed at run time
  * shows in the next call (pools already made keep their size).
  * Returns:   at least 1; never fails.
+ * Ownership: nothing changes hands; it keeps no state.
  * Threads:   any thread, any time.
  */
 SEREX_API unsigned serex_cpu_count(void);
