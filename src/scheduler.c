@@ -1456,6 +1456,13 @@ static uint64_t settle_waited(struct serex_scheduler *s, struct serex_timer *t,
     return tag_state(v);
 }
 
+bool serex__timer_has_waiters(serex_timer *t)
+{
+    /* relaxed: a snapshot for tests */
+    return (atomic_load_explicit(&t->w.tag, memory_order_relaxed) &
+            F_WAITERS) != 0;
+}
+
 /* --- tokens --- */
 
 /*
