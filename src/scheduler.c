@@ -36,19 +36,29 @@
  * one atomic word.
  *
  * --- The timer state machine (the low bits of the tag) ---
+ *   NEW      a token's timer being scheduled: taken from its slab, not yet
+ *            in a wheel (serex_schedule_token; "Tokens" below). Changes
+ *            only under the shard lock.
  *   PENDING  in its shard's wheel. Enters and leaves only under the shard
  *            lock, so whoever holds the lock and sees PENDING may unlink.
  *   QUEUED   taken out of the wheel by the timer thread (under the lock)
  *            and put in its target's batch for this fire, which is
  *            handed, or about to be handed, to the target (below).
  *   RUNNING  its run has started (QUEUED -> RUNNING, a CAS by the run).
- *   STOPPED  cancelled (or taken by shutdown_now) while QUEUED or RUNNING:
- *            whoever holds the run finishes it without running again.
+ *   STOPPED  cancelled (or taken by shutdown_now) while QUEUED (or NEW):
+ *            whoever holds the run finishes it without running it.
+ *   STOPPING a periodic timer cancelled while RUNNING: the run in
+ *            progress finishes, and the timer ends with it (no re-arm).
+ *            Apart from STOPPED so that "a run is in progress" (RUNNING
+ *            or STOPPING) can be read off the word: cancel and wait.
  *   DONE     finished; nothing but the handle refers to the record.
  * Flag HANDLE: the user holds a handle. DONE and HANDLE decide who frees:
  * the CAS that makes DONE frees if HANDLE is clear; serex_timer_release
  * frees if it sees DONE, else clears HANDLE by CAS. One CAS sees the
  * other's effect, so the record is freed exactly once.
+ * Flag WAITERS: a cancel_wait or a cancel_notify waits for the run in
+ * progress; set only on RUNNING or STOPPING ("Cancel and wait" below).
+ * Flag TOKEN: the record's class has a token's hook after it ("Tokens").
  *
  * Cancel against firing (who wins):
  *   PENDING: cancel takes the shard lock; if still PENDING it unlinks the
@@ -58,7 +68,7 @@
  *   QUEUED: cancel CASes QUEUED -> STOPPED; the run's CAS QUEUED -> RUNNING
  *     fails and it finishes without calling fn. If the run's CAS came
  *     first, cancel sees RUNNING: too late for a one-shot (false).
- *   RUNNING, periodic: cancel CASes RUNNING -> STOPPED and returns true;
+ *   RUNNING, periodic: cancel CASes RUNNING -> STOPPING and returns true;
  *     the run, on ending, CASes RUNNING -> PENDING to re-arm, fails, and
  *     finishes instead. So true means no run starts after cancel returns.
  * A target refusing the run: the timer thread CASes QUEUED -> DONE; if
@@ -155,6 +165,66 @@
  * a hold for the new one while the old one's still holds. What a target
  * sees: one task from the firing thread per fire, then one from each
  * batch's task for the next BATCH_RUNS runs.
+ *
+ * --- Cancel and wait: who is told that a run in progress has ended ---
+ * serex_timer_cancel_wait and _notify cancel first (above), then look at
+ * the word. A run not started is always skipped (QUEUED -> STOPPED), so
+ * only a run in progress is waited for: RUNNING (a one-shot, too late to
+ * stop) or STOPPING; any other state means none is and none will start.
+ * A run in progress ends by one CAS to DONE (settle_into; a periodic one
+ * after its re-arm failed on STOPPING). A waiter marks the word WAITERS
+ * by CAS, only while it reads RUNNING or STOPPING; a settle that reads
+ * the mark takes the slow path (settle_waited) instead of its CAS, so the
+ * busy path pays one predictable branch on a word it has loaded, and no
+ * RMW. Who wins: the mark and the settle's CAS are on one word. If the
+ * settle's CAS came first, the waiter's fails and reads DONE (acquire:
+ * the run's writes are seen), and it returns, or posts its continuation
+ * itself; if the mark came first, the settle's CAS fails, reads the mark
+ * and goes slow. cancel_wait parks on the word (park_wait64, expecting
+ * the marked value) and the slow path wakes the lot after its CAS: the
+ * parking lot's re-read under its bucket lock loses no wake-up.
+ * cancel_notify files its continuation on the shard's list and marks,
+ * under the shard lock, and the slow path makes DONE and takes the
+ * record's continuations under the same lock: the filing came first
+ * (taken and posted by the settle) or finds DONE (posted by the notify).
+ * Taken under the lock, not looked up after: once DONE, a record with a
+ * handle may be freed by its release (which frees under that lock) and
+ * its address reused by a new timer with continuations of its own (a
+ * wake by address is harmless). A periodic timer never carries the mark
+ * back into a wheel: a waiter marks only after its own cancel, which
+ * leaves no periodic RUNNING (it is STOPPING), and re-arm needs RUNNING.
+ * Waiting for itself: a thread's runs in progress are a list on its stack
+ * (run_frames, which serex_timer_overrun reads too); cancel_wait called
+ * inside one of @t's runs says EDEADLK instead of parking. A run queued
+ * behind the caller (a serial, a manual executor) is never waited for:
+ * it is skipped. tests/model/sched_batch.pml (WAITER) checks the mark,
+ * the wake and the filing against runs, cancels and releases.
+ *
+ * --- Tokens: timers that obey a cancellation token ---
+ * A timer scheduled with a token has the token's hook (cancel_internal.h)
+ * after its record, in record classes of their own (88 and 104 bytes), so
+ * no other timer grows; TOKEN marks them. The hook's fire (tok_stop, on
+ * the cancelling thread) cancels as serex_timer_cancel does, but holds no
+ * handle: under the shard lock, PENDING out of the wheel to DONE (by CAS:
+ * a release may clear HANDLE meanwhile), QUEUED -> STOPPED, a periodic
+ * RUNNING -> STOPPING; a short lock, never a wait. The hook holds a
+ * reference to the token until it is removed, and remove waits for a
+ * fire under way, so the rule is: whoever frees a record removes its
+ * hook first, with no shard lock held (the fire takes it): settle_flush
+ * for the records a batch gathered, serex_timer_release, shard_sweep,
+ * free_scheduler for handles never released; and the fire itself for a
+ * PENDING timer no handle holds, which nobody would see again: it
+ * removes its own hook from inside its fire (at once, as
+ * cancel_internal.h allows) and frees the record, so a cancelled timer is
+ * not kept (promise 6). A timer is filed in two steps, so that no token
+ * lock is ever taken under a shard lock (cancel.c's deadline schedules
+ * and cancels with none held, and the fire takes a shard lock with none
+ * held): the record is taken NEW under the shard lock, the hook added
+ * with none held, then the record filed, under the lock again, if still
+ * NEW. A fire in between marks it STOPPED; schedule then takes the hook
+ * off, gives the record back and says the token's cause, as when the add
+ * finds the token cancelled. The model has a token's fire racing the
+ * owner, the user and the frees (TOKEN).
  *
  * --- The timer thread: tickless sleep, lost-wake-up-proof ---
  * The thread advances every shard to now, hands out what is due (merged in
@@ -1093,7 +1163,7 @@ static bool cancel_done(struct serex_scheduler *s, serex_timer *t)
 }
 
 /* Cancels a PENDING timer under its shard lock; false if it moved on. */
-static bool cancel_pending(struct serex_timer *t)
+static SCHED_ALWAYS_INLINE bool cancel_pending(struct serex_timer *t)
 {
     struct sched_shard *sh = timer_shard(t);
     uint64_t v;
