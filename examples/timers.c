@@ -90,9 +90,9 @@ static void attempt(void *arg)
               "schedule a retry");
         return;
     }
-    check(serex_timer_cancel_notify(op->watchdog, pool, operation_over, op,
-                                    NULL),
-          "cancel the watchdog");
+    check(
+        serex_timer_cancel_notify(op->watchdog, pool, operation_over, op, NULL),
+        "cancel the watchdog");
     serex_timer_release(op->watchdog);
 }
 

@@ -564,8 +564,7 @@ static struct periodic *periodic_of(struct serex_timer *t)
 static struct tok *tok_of(struct serex_timer *t, uint64_t v)
 {
     if (v & F_PERIODIC)
-        return &serex__container_of(periodic_of(t), struct periodic_tok, p)
-                    ->k;
+        return &serex__container_of(periodic_of(t), struct periodic_tok, p)->k;
     return &serex__container_of(t, struct oneshot_tok, t)->k;
 }
 
@@ -847,7 +846,7 @@ struct settle_acc {
     bool tokens;            /* some of them have a hook to remove */
 };
 
-#define SETTLE_ACC_INIT {NULL, 0, NULL, false}
+#define SETTLE_ACC_INIT ((struct settle_acc){NULL, 0, NULL, false})
 
 /* Frees and counts what @acc gathered, under its shard's lock, once. */
 static void settle_flush(struct serex_scheduler *s, struct settle_acc *acc)
@@ -1224,8 +1223,8 @@ static SCHED_ALWAYS_INLINE bool timer_stop(serex_timer *t, uint64_t v)
              * by CAS */
             if (atomic_compare_exchange_weak_explicit(
                     &t->w.tag, &v,
-                    (v & ~ST_MASK) | (tag_state(v) == ST_QUEUED ? ST_STOPPED
-                                                                : ST_STOPPING),
+                    (v & ~ST_MASK) |
+                        (tag_state(v) == ST_QUEUED ? ST_STOPPED : ST_STOPPING),
                     memory_order_relaxed, memory_order_relaxed))
                 /* Stopped either way (its queued run is skipped, a
                  * running one not re-armed), but a periodic timer that
@@ -1350,11 +1349,9 @@ int serex_timer_cancel_wait(serex_timer *t, int64_t timeout_ns, bool *stopped)
          * publishes nothing: it sends the settle to the lock and the
          * wake (settle_waited), and the park re-reads the word under its
          * bucket lock */
-        if (!(v & F_WAITERS) &&
-            !atomic_compare_exchange_weak_explicit(&t->w.tag, &v,
-                                                   v | F_WAITERS,
-                                                   memory_order_acquire,
-                                                   memory_order_acquire))
+        if (!(v & F_WAITERS) && !atomic_compare_exchange_weak_explicit(
+                                    &t->w.tag, &v, v | F_WAITERS,
+                                    memory_order_acquire, memory_order_acquire))
             continue;
         if (serex__park_wait64(&t->w.tag, v | F_WAITERS, deadline) ==
             SEREX_ETIMEDOUT)
@@ -1393,7 +1390,9 @@ static void notify_dropped(struct serex__op *op, serex_pending_fn on_pending,
 }
 
 static const struct serex__op_class notify_class = {
-    "timer cancel notify", notify_run, notify_dropped,
+    "timer cancel notify",
+    notify_run,
+    notify_dropped,
 };
 
 /* Posts each continuation of @list in order; one its target refuses
@@ -1454,11 +1453,9 @@ static bool notify_add(struct serex_timer *t, struct notify *n)
         /* acquire on failure, as above (and on success, as C11 wants):
          * the mark publishes nothing, the settle that sees it takes this
          * lock */
-        if ((v & F_WAITERS) ||
-            atomic_compare_exchange_weak_explicit(&t->w.tag, &v,
-                                                  v | F_WAITERS,
-                                                  memory_order_acquire,
-                                                  memory_order_acquire))
+        if ((v & F_WAITERS) || atomic_compare_exchange_weak_explicit(
+                                   &t->w.tag, &v, v | F_WAITERS,
+                                   memory_order_acquire, memory_order_acquire))
             break;
     }
     n->next = sh->notify;
@@ -1561,8 +1558,8 @@ static void tok_stop(struct serex_timer *t)
             /* acq_rel, as settle_into's: whoever frees saw the other's
              * last use */
             while (!atomic_compare_exchange_weak_explicit(
-                &t->w.tag, &v, (v & ~ST_MASK) | ST_DONE,
-                memory_order_acq_rel, memory_order_relaxed))
+                &t->w.tag, &v, (v & ~ST_MASK) | ST_DONE, memory_order_acq_rel,
+                memory_order_relaxed))
                 ;
             tell = count_done(s, sh, 1);
             stopped = true;
@@ -1699,11 +1696,10 @@ int serex_schedule_token(serex_scheduler *s, serex_executor *target,
     return schedule_token(s, target, delay_ns, 0, 0, token, fn, arg, out);
 }
 
-int serex_schedule_fixed_rate_token(serex_scheduler *s,
-                                    serex_executor *target,
+int serex_schedule_fixed_rate_token(serex_scheduler *s, serex_executor *target,
                                     int64_t initial_ns, int64_t period_ns,
-                                    serex_cancel *token, serex_fn fn,
-                                    void *arg, serex_timer **out)
+                                    serex_cancel *token, serex_fn fn, void *arg,
+                                    serex_timer **out)
 {
     if (period_ns <= 0) {
         if (out != NULL)
@@ -1794,7 +1790,6 @@ static bool rearm(struct serex_scheduler *s, struct serex_timer *t, int64_t due,
     sched_poke(s, due);
     return true;
 }
-
 
 static serex_missed_policy missed_policy(uint64_t v)
 {
@@ -2706,8 +2701,7 @@ static bool slab_unhook_rest(struct slab *sl, bool child)
 
     if (sl->cls != CLS_ONESHOT_TOK && sl->cls != CLS_PERIODIC_TOK)
         return true;
-    for (char *r = (char *)sl + SLAB_HEADER; r + size <= sl->bump;
-         r += size) {
+    for (char *r = (char *)sl + SLAB_HEADER; r + size <= sl->bump; r += size) {
         struct serex_timer *t = (struct serex_timer *)(void *)r;
         /* relaxed: the last holder frees; every run and release is over */
         uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);

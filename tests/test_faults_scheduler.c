@@ -202,21 +202,20 @@ static void scenario_timer_sync(struct run *r)
     }
     a = task_new(r, 0); /* a handle; stopped by the token */
     before = serex_scheduler_pending(s);
-    if (!accept(r, a, serex_schedule_token(s, m, 5 * MS, tok, log_task, a,
-                                           &ha))) {
+    if (!accept(r, a,
+                serex_schedule_token(s, m, 5 * MS, tok, log_task, a, &ha))) {
         assert_null(ha);
         assert_int_equal(serex_scheduler_pending(s), before);
     }
     b = task_new(r, 0); /* periodic, no handle: ended by the token */
     b->periodic = true;
     before = serex_scheduler_pending(s);
-    if (!accept(r, b, serex_schedule_fixed_rate_token(s, m, 2 * MS, 3 * MS,
-                                                      tok, periodic_task, b,
-                                                      NULL)))
+    if (!accept(r, b,
+                serex_schedule_fixed_rate_token(s, m, 2 * MS, 3 * MS, tok,
+                                                periodic_task, b, NULL)))
         assert_int_equal(serex_scheduler_pending(s), before);
     c = task_new(r, 0); /* no handle: stopped by the token */
-    accept(r, c, serex_schedule_token(s, NULL, 4 * MS, tok, log_task, c,
-                                      NULL));
+    accept(r, c, serex_schedule_token(s, NULL, 4 * MS, tok, log_task, c, NULL));
     d = task_new(r, 0); /* cancelled with a notice, or not at all */
     if (accept(r, d, serex_schedule(s, m, 2 * MS, log_task, d, &hd))) {
         n = task_new(r, 0);

@@ -256,8 +256,8 @@ static void timer_cancel_notify_after_release(void)
 
     serex_schedule(s, NULL, SEC, count_task, &ran, &t);
     serex_timer_release(t);
-    serex_timer_cancel_notify(t, serex_scheduler_executor(s), count_task,
-                              &ran, NULL);
+    serex_timer_cancel_notify(t, serex_scheduler_executor(s), count_task, &ran,
+                              NULL);
 }
 
 /* SEREX_ASSERT_ON outside any task of the executor. */
@@ -367,12 +367,18 @@ static void correct_use_is_quiet(void **state)
 #if defined(_WIN32)
 /* The cases a child can be asked to run, by index (--misuse N). */
 static void (*const misuses[])(void) = {
-    future_release_twice_done,   future_release_twice_queued,
-    future_wait_after_release,   future_value_after_release,
-    future_cancel_after_release, timer_release_twice_done,
-    timer_release_twice_pending, timer_cancel_after_release,
-    assert_on_outside,           assert_not_on_inside,
-    timer_cancel_wait_after_release, timer_cancel_notify_after_release,
+    future_release_twice_done,
+    future_release_twice_queued,
+    future_wait_after_release,
+    future_value_after_release,
+    future_cancel_after_release,
+    timer_release_twice_done,
+    timer_release_twice_pending,
+    timer_cancel_after_release,
+    assert_on_outside,
+    assert_not_on_inside,
+    timer_cancel_wait_after_release,
+    timer_cancel_notify_after_release,
 };
 #  define NMISUSES ((int)(sizeof misuses / sizeof misuses[0]))
 

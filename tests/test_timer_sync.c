@@ -174,8 +174,7 @@ static void wait_bad_input_is_einval(void **state)
     serex_timer *t;
     bool stopped = true;
 
-    assert_int_equal(serex_timer_cancel_wait(NULL, 0, &stopped),
-                     SEREX_EINVAL);
+    assert_int_equal(serex_timer_cancel_wait(NULL, 0, &stopped), SEREX_EINVAL);
     assert_false(stopped);
     assert_int_equal(serex_schedule(f->s, f->m, MS, held_task, &f->h, &t),
                      SEREX_OK);
@@ -195,9 +194,9 @@ static void wait_on_pending_timers_stops_them(void **state)
 
     assert_int_equal(serex_schedule(f->s, f->m, MS, held_task, &f->h, &one),
                      SEREX_OK);
-    assert_int_equal(serex_schedule_fixed_rate(f->s, f->m, MS, MS, held_task,
-                                               &f->h, &per),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule_fixed_rate(f->s, f->m, MS, MS, held_task, &f->h, &per),
+        SEREX_OK);
     assert_int_equal(serex_timer_cancel_wait(one, SEREX_FOREVER, &stopped),
                      SEREX_OK);
     assert_true(stopped);
@@ -399,9 +398,9 @@ static void wait_from_its_own_run_is_edeadlk(void **state)
     struct fixture *f = *state;
     struct self_call one = {0}, per = {0};
 
-    assert_int_equal(serex_schedule(f->s, f->m, MS, self_cancel_task, &one,
-                                    &one.t),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule(f->s, f->m, MS, self_cancel_task, &one, &one.t),
+        SEREX_OK);
     assert_int_equal(serex_schedule_fixed_rate(f->s, f->m, MS, MS,
                                                self_cancel_task, &per, &per.t),
                      SEREX_OK);
@@ -465,9 +464,8 @@ static void wait_from_a_run_nested_in_its_own_is_edeadlk(void **state)
     struct fixture *f = *state;
     struct nested n = {f->m2, NULL, 0};
 
-    assert_int_equal(serex_schedule(f->s, f->m, MS, nested_outer_task, &n,
-                                    &n.t),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule(f->s, f->m, MS, nested_outer_task, &n, &n.t), SEREX_OK);
     assert_int_equal(serex_execute(f->m2, nested_wait_task, &n), SEREX_OK);
     assert_int_equal(serex_scheduler_advance(f->s, MS), SEREX_OK);
     assert_int_equal(test_run_all(f->m), 1);
@@ -484,17 +482,15 @@ static void notify_bad_input_is_einval(void **state)
     serex_timer *t;
     bool stopped = true;
 
-    assert_int_equal(serex_timer_cancel_notify(NULL, f->m2, note_task, &f->n,
-                                               &stopped),
-                     SEREX_EINVAL);
+    assert_int_equal(
+        serex_timer_cancel_notify(NULL, f->m2, note_task, &f->n, &stopped),
+        SEREX_EINVAL);
     assert_false(stopped);
     assert_int_equal(serex_schedule(f->s, f->m, MS, held_task, &f->h, &t),
                      SEREX_OK);
-    assert_int_equal(serex_timer_cancel_notify(t, NULL, note_task, &f->n,
-                                               NULL),
+    assert_int_equal(serex_timer_cancel_notify(t, NULL, note_task, &f->n, NULL),
                      SEREX_EINVAL);
-    assert_int_equal(serex_timer_cancel_notify(t, &bad, note_task, &f->n,
-                                               NULL),
+    assert_int_equal(serex_timer_cancel_notify(t, &bad, note_task, &f->n, NULL),
                      SEREX_EINVAL);
     assert_int_equal(serex_timer_cancel_notify(t, f->m2, NULL, &f->n, NULL),
                      SEREX_EINVAL);
@@ -511,9 +507,9 @@ static void notify_on_a_pending_timer_posts_at_once(void **state)
 
     assert_int_equal(serex_schedule(f->s, f->m, MS, held_task, &f->h, &t),
                      SEREX_OK);
-    assert_int_equal(serex_timer_cancel_notify(t, f->m2, note_task, &f->n,
-                                               &stopped),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_timer_cancel_notify(t, f->m2, note_task, &f->n, &stopped),
+        SEREX_OK);
     assert_true(stopped);
     serex_timer_release(t); /* at once: fine */
     assert_int_equal(test_run_all(f->m2), 1);
@@ -532,9 +528,9 @@ static void notify_on_a_run_in_progress_posts_after_it(void **state)
     serex_timer *t = start_held_run(f, MS, &runner);
     bool stopped = false;
 
-    assert_int_equal(serex_timer_cancel_notify(t, f->m2, note_task, &f->n,
-                                               &stopped),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_timer_cancel_notify(t, f->m2, note_task, &f->n, &stopped),
+        SEREX_OK);
     assert_true(stopped);
     assert_true(serex__timer_has_waiters(t));
     serex_timer_release(t);
@@ -569,9 +565,9 @@ static void notify_many_and_a_waiter_on_one_run(void **state)
     w.h = &f->h;
     w.t = start_held_run(f, 0, &runner);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(serex_timer_cancel_notify(w.t, f->m2, order_task,
-                                                   &order[i], NULL),
-                         SEREX_OK);
+        assert_int_equal(
+            serex_timer_cancel_notify(w.t, f->m2, order_task, &order[i], NULL),
+            SEREX_OK);
     assert_int_equal(serex__thread_start(&wt, waiter_main, &w), SEREX_OK);
     assert_false(atomic_load(&w.returned));
     serex_event_signal(f->h.go);
@@ -639,9 +635,9 @@ static void notify_refused_target_runs_inline(void **state)
     on_this_thread = 1;
     assert_int_equal(serex_schedule(f->s, f->m, MS, held_task, &f->h, &t),
                      SEREX_OK);
-    assert_int_equal(serex_timer_cancel_notify(t, f->m2, note_here_task,
-                                               &where, NULL),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_timer_cancel_notify(t, f->m2, note_here_task, &where, NULL),
+        SEREX_OK);
     assert_int_equal(where, 1); /* in the call */
     serex_timer_release(t);
     /* in progress: on the run's thread, once it ends */
@@ -653,9 +649,9 @@ static void notify_refused_target_runs_inline(void **state)
                      SEREX_OK);
     assert_signalled(f->h.started);
     where = 0;
-    assert_int_equal(serex_timer_cancel_notify(t, f->m2, note_here_task,
-                                               &where, NULL),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_timer_cancel_notify(t, f->m2, note_here_task, &where, NULL),
+        SEREX_OK);
     assert_int_equal(where, 0);
     serex_event_signal(f->h.go);
     serex__thread_join(runner);
@@ -680,9 +676,8 @@ static void notify_taken_back_runs_inline(void **state)
 
     assert_int_equal(serex_schedule(f->s, f->m, MS, held_task, &f->h, &t),
                      SEREX_OK);
-    assert_int_equal(serex_timer_cancel_notify(t, f->m2, note_task, &f->n,
-                                               NULL),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_timer_cancel_notify(t, f->m2, note_task, &f->n, NULL), SEREX_OK);
     assert_int_equal(atomic_load(&f->n.ran), 0);
     assert_int_equal(serex_shutdown_now(f->m2, never_pending, NULL), 1);
     assert_int_equal(atomic_load(&f->n.ran), 1);
@@ -705,15 +700,14 @@ static void token_bad_input_and_null_token(void **state)
     serex_cancel *c = token_new();
     serex_timer *t = (serex_timer *)f;
 
-    assert_int_equal(serex_schedule_token(NULL, f->m, MS, c, held_task,
-                                          &f->h, &t),
-                     SEREX_EINVAL);
+    assert_int_equal(
+        serex_schedule_token(NULL, f->m, MS, c, held_task, &f->h, &t),
+        SEREX_EINVAL);
     assert_null(t);
-    assert_int_equal(serex_schedule_token(f->s, f->m, -1, c, held_task,
-                                          &f->h, NULL),
-                     SEREX_EINVAL);
-    assert_int_equal(serex_schedule_token(f->s, f->m, MS, c, NULL, &f->h,
-                                          NULL),
+    assert_int_equal(
+        serex_schedule_token(f->s, f->m, -1, c, held_task, &f->h, NULL),
+        SEREX_EINVAL);
+    assert_int_equal(serex_schedule_token(f->s, f->m, MS, c, NULL, &f->h, NULL),
                      SEREX_EINVAL);
     assert_int_equal(serex_schedule_fixed_rate_token(f->s, f->m, MS, 0, c,
                                                      held_task, &f->h, &t),
@@ -721,9 +715,9 @@ static void token_bad_input_and_null_token(void **state)
     assert_null(t);
     assert_int_equal(serex_scheduler_pending(f->s), 0);
     /* no token: a plain timer */
-    assert_int_equal(serex_schedule_token(f->s, f->m, MS, NULL, held_task,
-                                          &f->h, NULL),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule_token(f->s, f->m, MS, NULL, held_task, &f->h, NULL),
+        SEREX_OK);
     assert_int_equal(serex_scheduler_advance(f->s, MS), SEREX_OK);
     assert_int_equal(test_run_all(f->m), 1);
     assert_int_equal(atomic_load(&f->h.runs), 1);
@@ -739,15 +733,15 @@ static void token_cancel_cancels_pending_timers(void **state)
     serex_timer *one, *per;
     bool stopped = true;
 
-    assert_int_equal(serex_schedule_token(f->s, f->m, MS, c, held_task,
-                                          &f->h, &one),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule_token(f->s, f->m, MS, c, held_task, &f->h, &one),
+        SEREX_OK);
     assert_int_equal(serex_schedule_fixed_rate_token(f->s, f->m, MS, MS, c,
                                                      held_task, &f->h, &per),
                      SEREX_OK);
-    assert_int_equal(serex_schedule_token(f->s, f->m, 2 * MS, c, held_task,
-                                          &f->h, NULL),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule_token(f->s, f->m, 2 * MS, c, held_task, &f->h, NULL),
+        SEREX_OK);
     assert_int_equal(serex_schedule_fixed_rate_token(f->s, NULL, MS, MS, c,
                                                      held_task, &f->h, NULL),
                      SEREX_OK);
@@ -775,9 +769,9 @@ static void token_child_of_a_cancelled_parent(void **state)
     serex_cancel *parent = token_new(), *child;
 
     assert_int_equal(serex_cancel_create(parent, &child), SEREX_OK);
-    assert_int_equal(serex_schedule_token(f->s, f->m, MS, child, held_task,
-                                          &f->h, NULL),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule_token(f->s, f->m, MS, child, held_task, &f->h, NULL),
+        SEREX_OK);
     serex_cancel_release(child);
     assert_true(serex_cancel_request(parent, SEREX_ETIMEDOUT));
     assert_int_equal(serex_scheduler_pending(f->s), 0);
@@ -793,9 +787,9 @@ static void token_cancelled_already_schedules_nothing(void **state)
     serex_timer *t = (serex_timer *)f;
 
     assert_true(serex_cancel_request(c, 0));
-    assert_int_equal(serex_schedule_token(f->s, f->m, 0, c, held_task,
-                                          &f->h, &t),
-                     SEREX_ECANCELED);
+    assert_int_equal(
+        serex_schedule_token(f->s, f->m, 0, c, held_task, &f->h, &t),
+        SEREX_ECANCELED);
     assert_null(t);
     assert_true(serex_cancel_request(d, SEREX_ETIMEDOUT)); /* its cause */
     assert_int_equal(serex_schedule_fixed_rate_token(f->s, f->m, 0, MS, d,
@@ -817,12 +811,12 @@ static void token_after_the_timer_fired_changes_nothing(void **state)
     serex_timer *t;
     bool stopped = true;
 
-    assert_int_equal(serex_schedule_token(f->s, f->m, MS, c, held_task,
-                                          &f->h, &t),
-                     SEREX_OK);
-    assert_int_equal(serex_schedule_token(f->s, f->m, MS, c, held_task,
-                                          &f->h, NULL),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule_token(f->s, f->m, MS, c, held_task, &f->h, &t),
+        SEREX_OK);
+    assert_int_equal(
+        serex_schedule_token(f->s, f->m, MS, c, held_task, &f->h, NULL),
+        SEREX_OK);
     assert_int_equal(serex_scheduler_advance(f->s, MS), SEREX_OK);
     assert_int_equal(test_run_all(f->m), 1);
     assert_int_equal(atomic_load(&f->h.runs), 2);
@@ -841,9 +835,9 @@ static void token_cancel_skips_a_queued_run(void **state)
     struct fixture *f = *state;
     serex_cancel *c = token_new();
 
-    assert_int_equal(serex_schedule_token(f->s, f->m, MS, c, held_task,
-                                          &f->h, NULL),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule_token(f->s, f->m, MS, c, held_task, &f->h, NULL),
+        SEREX_OK);
     assert_int_equal(serex_scheduler_advance(f->s, MS), SEREX_OK);
     assert_true(serex_cancel_request(c, 0));
     assert_int_equal(test_run_all(f->m), 1); /* the batch, which skips */
@@ -871,9 +865,8 @@ static void token_cancelled_by_its_own_periodic_run(void **state)
     struct fixture *f = *state;
     struct tok_self ts = {token_new(), 0};
 
-    assert_int_equal(serex_schedule_fixed_rate_token(f->s, f->m, MS, MS,
-                                                     ts.c, tok_self_task,
-                                                     &ts, NULL),
+    assert_int_equal(serex_schedule_fixed_rate_token(f->s, f->m, MS, MS, ts.c,
+                                                     tok_self_task, &ts, NULL),
                      SEREX_OK);
     for (int i = 0; i < 5; i++) {
         assert_int_equal(serex_scheduler_advance(f->s, MS), SEREX_OK);
@@ -936,15 +929,15 @@ static void token_timers_end_with_shutdown_and_destroy(void **state)
     tp.cap = 4;
     tp.fns = fns;
     tp.args = args;
-    assert_int_equal(serex_schedule_token(f->s, f->m, SEC, c, held_task,
-                                          &f->h, NULL),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule_token(f->s, f->m, SEC, c, held_task, &f->h, NULL),
+        SEREX_OK);
     assert_int_equal(serex_schedule_fixed_rate_token(f->s, f->m, SEC, MS, c,
                                                      held_task, &f->h, NULL),
                      SEREX_OK);
-    assert_int_equal(serex_schedule_token(f->s, f->m, SEC, c, held_task,
-                                          &f->h, &kept),
-                     SEREX_OK);
+    assert_int_equal(
+        serex_schedule_token(f->s, f->m, SEC, c, held_task, &f->h, &kept),
+        SEREX_OK);
     assert_int_equal(serex_shutdown_now(serex_scheduler_executor(f->s),
                                         test_pending_cb, &tp),
                      2);
@@ -1008,15 +1001,13 @@ static void threaded_wait_races_runs_on_a_pool(void **state)
                          SEREX_OK);
     for (int i = 0; i < RACE_N; i++) {
         if (i % 3 == 0) {
-            assert_int_equal(serex_timer_cancel_wait(t[i], TEST_TIMEOUT,
-                                                     NULL),
+            assert_int_equal(serex_timer_cancel_wait(t[i], TEST_TIMEOUT, NULL),
                              SEREX_OK);
             assert_int_equal(atomic_load(&r[i].inprog), 0);
         } else {
-            assert_int_equal(serex_timer_cancel_notify(t[i], pool,
-                                                       free, calloc(1, 8),
-                                                       NULL),
-                             SEREX_OK);
+            assert_int_equal(
+                serex_timer_cancel_notify(t[i], pool, free, calloc(1, 8), NULL),
+                SEREX_OK);
         }
         atomic_store(&r[i].closed, true);
     }
@@ -1070,13 +1061,13 @@ static void threaded_tokens_race_firing(void **state)
     assert_int_equal(serex__thread_start(&th, canceller_main, &k), SEREX_OK);
     for (int i = 0; i < RACE_N; i++) {
         serex_cancel *tok = c[i % (RACE_N / 4)];
-        int rc = (i % 2) ? serex_schedule_token(s, pool, i % 5 * 10000, tok,
-                                                race_task, &r[i],
-                                                (i % 4 == 1) ? &t[i] : NULL)
-                         : serex_schedule_fixed_rate_token(
-                               s, (i % 8 == 0) ? NULL : pool, i % 5 * 10000,
-                               30000, tok, race_task, &r[i],
-                               (i % 4 == 0) ? &t[i] : NULL);
+        int rc = (i % 2)
+                     ? serex_schedule_token(s, pool, i % 5 * 10000, tok,
+                                            race_task, &r[i],
+                                            (i % 4 == 1) ? &t[i] : NULL)
+                     : serex_schedule_fixed_rate_token(
+                           s, (i % 8 == 0) ? NULL : pool, i % 5 * 10000, 30000,
+                           tok, race_task, &r[i], (i % 4 == 0) ? &t[i] : NULL);
 
         assert_true(rc == SEREX_OK || rc == SEREX_ECANCELED);
         if (rc != SEREX_OK)

@@ -319,10 +319,12 @@ SEREX_API int serex_schedule_token(serex_scheduler *s, serex_executor *target,
  * Returns:   as serex_schedule_token; SEREX_EINVAL also for initial_ns < 0
  *            or period_ns <= 0.
  */
-SEREX_API int serex_schedule_fixed_rate_token(
-    serex_scheduler *s, serex_executor *target, int64_t initial_ns,
-    int64_t period_ns, serex_cancel *token, serex_fn fn, void *arg,
-    serex_timer **out);
+SEREX_API int serex_schedule_fixed_rate_token(serex_scheduler *s,
+                                              serex_executor *target,
+                                              int64_t initial_ns,
+                                              int64_t period_ns,
+                                              serex_cancel *token, serex_fn fn,
+                                              void *arg, serex_timer **out);
 
 /*
  * serex_timer_cancel - stop every future run of @t. O(1); a pending
