@@ -973,9 +973,9 @@ static SEREX__NOINLINE void schedule_told(struct serex_scheduler *s,
  * system call, while the timer thread or another producer would spin),
  * then the shard is looked at again: another may have made room.
  */
-static inline int shard_take(struct serex_scheduler *s, struct sched_shard *sh,
-                             unsigned cls, struct serex_timer **t,
-                             struct slab **fresh)
+static inline int shard_take_record(struct serex_scheduler *s,
+                                    struct sched_shard *sh, unsigned cls,
+                                    struct serex_timer **t, struct slab **fresh)
 {
     *fresh = NULL;
     serex__spin_lock(&sh->lock);
@@ -1080,7 +1080,7 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
         return rc;
     key = sat_add(sched_now(s), delay_ns);
     sh = my_shard(s);
-    if ((rc = shard_take(s, sh, cls, &t, &fresh)) != SEREX_OK)
+    if ((rc = shard_take_record(s, sh, cls, &t, &fresh)) != SEREX_OK)
         return rc;
     timer_init(t, flags, target, period_ns, fn, arg);
     timer_file(sh, t, flags | (out != NULL ? F_HANDLE : 0), key);
@@ -1653,7 +1653,7 @@ static int schedule_token(struct serex_scheduler *s, serex_executor *target,
         return rc;
     key = sat_add(sched_now(s), delay_ns);
     sh = my_shard(s);
-    if ((rc = shard_take(s, sh, cls, &t, &fresh)) != SEREX_OK)
+    if ((rc = shard_take_record(s, sh, cls, &t, &fresh)) != SEREX_OK)
         return rc;
     timer_init(t, flags, target, period_ns, fn, arg);
     k = tok_of(t, fl);
