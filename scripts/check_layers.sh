@@ -31,7 +31,7 @@ set -euo pipefail
 #                         layer); listed files that do not exist are ignored
 LAYERS='
 base        base        common_internal.h fatal.c version.c
-platform    platform    thread_unix.c thread_win.c thread_internal.h spinlock_internal.h alloc.c alloc_internal.h probe_internal.h probe.c
+platform    platform    thread_unix.c thread_win.c thread_internal.h cpus.c spinlock_internal.h alloc.c alloc_internal.h probe_internal.h probe.c
 core        core        executor.c executor_internal.h exec_class_internal.h
 core        core        op_internal.h future.c future_internal.h
 core        core        task_internal.h mpsc_internal.h await_internal.h life_internal.h
