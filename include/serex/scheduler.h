@@ -318,6 +318,7 @@ SEREX_API int serex_schedule_token(serex_scheduler *s, serex_executor *target,
  * its session).
  * Returns:   as serex_schedule_token; SEREX_EINVAL also for initial_ns < 0
  *            or period_ns <= 0.
+ * Ownership, Threads: as serex_schedule_token.
  */
 SEREX_API int serex_schedule_fixed_rate_token(serex_scheduler *s,
                                               serex_executor *target,
@@ -373,6 +374,8 @@ SEREX_API bool serex_timer_cancel(serex_timer *t);
  *            stopped, but one is still in progress: call again to wait
  *            more); SEREX_EINVAL for NULL @t or a timeout below
  *            SEREX_FOREVER. 0 only looks.
+ * Ownership: the handle stays the caller's: release it after (the
+ *            record lives until then, whatever this returns).
  * Threads:   any thread; blocks (parks) for the run in progress only.
  *            Use serex_timer_cancel_notify from a task that must not block.
  */
@@ -396,6 +399,8 @@ SEREX_API int serex_timer_cancel_wait(serex_timer *t, int64_t timeout_ns,
  * Returns:   SEREX_OK; SEREX_EINVAL for NULL @t, @target, target's ops or
  *            @fn; SEREX_ENOMEM (nothing changed: @t not cancelled, fn
  *            will not run).
+ * Ownership: on SEREX_OK, @arg passes to fn, which runs exactly once. The
+ *            handle stays the caller's (release it when done with it).
  * Threads:   any thread, any task; never blocks.
  */
 SEREX_API int serex_timer_cancel_notify(serex_timer *t, serex_executor *target,
