@@ -248,6 +248,29 @@ static void timer_cancel_after_release(void)
     serex_timer_cancel(t);
 }
 
+static void timer_cancel_wait_after_release(void)
+{
+    static int ran;
+    serex_scheduler *s = manual_scheduler();
+    serex_timer *t;
+
+    serex_schedule(s, NULL, SEC, count_task, &ran, &t);
+    serex_timer_release(t);
+    serex_timer_cancel_wait(t, 0, NULL);
+}
+
+static void timer_cancel_notify_after_release(void)
+{
+    static int ran;
+    serex_scheduler *s = manual_scheduler();
+    serex_timer *t;
+
+    serex_schedule(s, NULL, SEC, count_task, &ran, &t);
+    serex_timer_release(t);
+    serex_timer_cancel_notify(t, serex_scheduler_executor(s), count_task, &ran,
+                              NULL);
+}
+
 /* SEREX_ASSERT_ON outside any task of the executor. */
 static void assert_on_outside(void)
 {
@@ -327,6 +350,12 @@ static void timer_released_twice(void **state)
     assert_dies(timer_cancel_after_release,
                 "serex: serex_timer_cancel: timer used after "
                 "serex_timer_release");
+    assert_dies(timer_cancel_wait_after_release,
+                "serex: serex_timer_cancel_wait: timer used after "
+                "serex_timer_release");
+    assert_dies(timer_cancel_notify_after_release,
+                "serex: serex_timer_cancel_notify: timer used after "
+                "serex_timer_release");
 }
 
 /* The checks do not fire on correct use: one release each, then gone. */
@@ -356,12 +385,19 @@ static void correct_use_is_quiet(void **state)
 #if defined(_WIN32)
 /* The cases a child can be asked to run, by index (--misuse N). */
 static void (*const misuses[])(void) = {
-    future_release_twice_done,   future_release_twice_queued,
-    future_wait_after_release,   future_value_after_release,
-    future_cancel_after_release, timer_release_twice_done,
-    timer_release_twice_pending, timer_cancel_after_release,
-    assert_on_outside,           assert_not_on_inside,
+    future_release_twice_done,
+    future_release_twice_queued,
+    future_wait_after_release,
+    future_value_after_release,
+    future_cancel_after_release,
+    timer_release_twice_done,
+    timer_release_twice_pending,
+    timer_cancel_after_release,
+    assert_on_outside,
+    assert_not_on_inside,
     cancel_release_twice,
+    timer_cancel_wait_after_release,
+    timer_cancel_notify_after_release,
 };
 #  define NMISUSES ((int)(sizeof misuses / sizeof misuses[0]))
 
