@@ -20,6 +20,11 @@ unsigned long serex__pool_spin_resets(serex_executor *ex);
 
 /* Workers parked now (without a wake-up token). */
 unsigned serex__pool_sleepers(serex_executor *ex);
+/* Workers in a blocking region now (pool_block.c). */
+unsigned serex__pool_blocked(serex_executor *ex);
+/* Tasks in the calling worker's own run queue and next-task slot (0 on
+ * a thread that is no pool's worker). */
+unsigned serex__pool_own_queued(void);
 /*
  * A test seam: @fn(@ctx) runs in every execute of every pool that must wake
  * or start a worker, after its task is published and before the wake-up
