@@ -717,6 +717,7 @@ static void pool_destroy(serex_executor *ex)
     }
     pool_await(ex, SEREX_FOREVER); /* serex_destroy shut it down */
     serex__pool_threads_join(p);
+    serex__pool_dog_stop(p);
     pool_quiesce_producers(p);
     if (serex__life_detach(&p->life))
         pool_free_final(p); /* else the last execute still waking frees */
@@ -891,6 +892,13 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
     p->base.ops = &serex__pool_class.ops;
     serex__pool_levels_init(p);
     rc = serex__pool_threads_start_core(p);
+    if (rc == SEREX_OK && serex__pool_dog_start(p) != SEREX_OK) {
+        rc = SEREX_ENOMEM; /* the core threads leave, as for a refusal */
+        /* relaxed: the broadcast under mu orders it for parkers */
+        atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
+                                 memory_order_relaxed);
+        pool_wake_all(p);
+    }
     if (rc != SEREX_OK) {
         serex__pool_threads_join(p); /* the threads that did start */
         pool_free_final(p);

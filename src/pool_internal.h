@@ -40,4 +40,26 @@ void serex__pool_test_after_publish(void (*fn)(void *ctx), void *ctx);
  */
 void serex__pool_test_before_token(void (*fn)(void *ctx), void *ctx);
 
+/*
+ * The starvation watchdog's decision (pool_watchdog.c), apart from the
+ * pool so that tests drive it with their own clock and looks.
+ */
+struct serex__starve {
+    uint64_t done; /* tasks done at the last look */
+    int64_t since; /* when the looks began to show no progress */
+};
+
+struct serex__starve_look {
+    uint64_t done; /* tasks the workers have done, all together */
+    bool waiting;  /* a task waits to start */
+    bool all_busy; /* no worker idle: none parked, none spinning */
+};
+
+/* true: add a worker now (the patience then starts again at @now). */
+bool serex__pool_starving(struct serex__starve *w,
+                          const struct serex__starve_look *look, int64_t now,
+                          int64_t patience_ns);
+/* Whether the pool's watchdog sleeps with no deadline (the pool idle). */
+bool serex__pool_watchdog_asleep(serex_executor *ex);
+
 #endif /* SEREX_POOL_INTERNAL_H */

@@ -242,7 +242,8 @@ static bool thread_may_grow(struct pool *p)
 
     if ((st & ST_STOP) ||
         ((st & ST_SHUTDOWN) &&
-         atomic_load_explicit(&p->blocked, memory_order_relaxed) == 0))
+         atomic_load_explicit(&p->blocked, memory_order_relaxed) == 0 &&
+         atomic_load_explicit(&p->starved, memory_order_relaxed) == 0))
         return false;
     /* relaxed: live changes under mu, which we hold */
     return atomic_load_explicit(&p->live, memory_order_relaxed) <
@@ -389,6 +390,10 @@ bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
         return true;
     }
     serex__pool_idle_push(p, s);
+    /* relaxed: under mu; a worker to spare: no worker counts as stuck
+     * any more (pool_watchdog.c) */
+    if (atomic_load_explicit(&p->starved, memory_order_relaxed) != 0)
+        atomic_store_explicit(&p->starved, 0, memory_order_relaxed);
     deadline = thread_park_deadline(p);
     serex__mutex_unlock(&p->mu);
     serex__stat_add(&s->parks, 1); /* this worker's own count */

@@ -206,6 +206,14 @@ struct pool {
     _Atomic uint32_t growable;
     unsigned max_blocking; /* compensating workers at most (config) */
     int64_t starvation_ns; /* the watchdog's patience; 0: off (config) */
+    /* The watchdog (pool_watchdog.c): its thread, its bell (what it
+     * parks on), its quit flag; asleep: under mu, parked with no deadline
+     * (the pool idle), to be rung by whoever wakes a worker. */
+    serex__thread dog;
+    bool dog_on;
+    bool dog_asleep;
+    _Atomic uint32_t dog_bell;
+    _Atomic uint32_t dog_quit;
     bool mark_waits;       /* serex's waits in tasks are regions */
     bool shedding;         /* under mu: a resize made workers surplus: those
                               above the cap retire as soon as idle */
@@ -670,6 +678,17 @@ void serex__pool_block_enter(struct pool *p, struct slot *s);
 void serex__pool_block_leave(struct slot *s);
 /* Going idle: a task that left a region open is a misuse (a stop). */
 void serex__pool_block_check(struct slot *s);
+
+/* --- pool_watchdog.c: the starvation watchdog --- */
+
+/* Starts it if the config asks (SEREX_ENOMEM: no thread); stops and joins
+ * it (destroy, after the workers). */
+int serex__pool_dog_start(struct pool *p);
+void serex__pool_dog_stop(struct pool *p);
+/* Under mu, by whoever wakes a parked worker: true if the watchdog was
+ * asleep (the mark is cleared): then ring it (serex__pool_dog_ring). */
+bool serex__pool_dog_wake_locked(struct pool *p);
+void serex__pool_dog_ring(struct pool *p);
 
 /* --- pool_thread.c: each worker thread's life --- */
 

@@ -562,6 +562,100 @@ static void resize_bad_input_and_after_shutdown(void **state)
     assert_int_equal(serex_pool_resize(f->pool, 3, 3), SEREX_EREJECTED);
 }
 
+/* --- the starvation watchdog --- */
+
+/* The decision, on a clock of the test's: starving only after a whole
+ * patience of looks that show work waiting, every worker busy and no
+ * progress; then one worker per patience. */
+static void watchdog_decision_waits_for_its_patience(void **state)
+{
+    struct serex__starve w = {0, 0};
+    struct serex__starve_look stuck = {5, true, true};
+
+    (void)state;
+    assert_false(serex__pool_starving(&w, &stuck, 100, 50)); /* first look */
+    assert_false(serex__pool_starving(&w, &stuck, 149, 50));
+    assert_true(serex__pool_starving(&w, &stuck, 150, 50));
+    /* the patience starts again */
+    assert_false(serex__pool_starving(&w, &stuck, 151, 50));
+    assert_false(serex__pool_starving(&w, &stuck, 199, 50));
+    assert_true(serex__pool_starving(&w, &stuck, 200, 50));
+}
+
+/* Progress, no waiting work, or an idle worker starts it again. */
+static void watchdog_decision_starts_again_on_progress_or_idle(void **state)
+{
+    struct serex__starve w = {0, 0};
+    struct serex__starve_look stuck = {5, true, true};
+    struct serex__starve_look moved = {6, true, true};
+    struct serex__starve_look nothing = {6, false, true};
+    struct serex__starve_look idle = {6, true, false};
+
+    (void)state;
+    assert_false(serex__pool_starving(&w, &stuck, 0, 50));
+    assert_false(serex__pool_starving(&w, &moved, 40, 50)); /* progress */
+    assert_false(serex__pool_starving(&w, &moved, 89, 50));
+    assert_false(serex__pool_starving(&w, &nothing, 90, 50));
+    assert_false(serex__pool_starving(&w, &moved, 100, 50));
+    assert_false(serex__pool_starving(&w, &idle, 149, 50)); /* from here */
+    assert_false(serex__pool_starving(&w, &moved, 150, 50));
+    assert_false(serex__pool_starving(&w, &moved, 198, 50));
+    assert_true(serex__pool_starving(&w, &moved, 199, 50));
+}
+
+/* Waits, unmarked, for ev[1], after saying so on ev[0]. */
+static void unmarked_wait_on_ev1(void *arg)
+{
+    struct fixture *f = arg;
+
+    serex_event_signal(f->ev[0]);
+    (void)serex_event_wait(f->ev[1], TEST_TIMEOUT);
+    serex_event_signal(f->ev[2]);
+}
+
+/*
+ * A pool of 1 whose task waits, unmarked, for a task queued behind it:
+ * the watchdog adds a worker and the queued task runs (a liveness test:
+ * without the watchdog this ends only by the wait's time-out).
+ */
+static void watchdog_runs_a_task_behind_an_unmarked_wait(void **state)
+{
+    struct fixture *f = *state;
+
+    make_pool(f, (serex_pool_config){.threads = 1, .starvation_ns = MS});
+    assert_int_equal(serex_execute(f->pool, unmarked_wait_on_ev1, f), SEREX_OK);
+    assert_signalled(f->ev[0]);
+    assert_int_equal(serex_execute(f->pool, test_signal_task, f->ev[1]),
+                     SEREX_OK);
+    assert_signalled(f->ev[2]);
+    /* at least one added (more if a look came before it took the task) */
+    assert_true(serex__pool_threads(f->pool) >= 2);
+}
+
+/* Waits until the pool's watchdog sleeps with no deadline. */
+static void wait_watchdog_asleep(serex_executor *pool)
+{
+    int64_t deadline = test_now_ns() + TEST_TIMEOUT;
+
+    while (!serex__pool_watchdog_asleep(pool) && test_now_ns() < deadline)
+        test_sleep_ns(MS);
+    assert_true(serex__pool_watchdog_asleep(pool));
+}
+
+/* An idle pool's watchdog sleeps with no deadline; a task wakes it, and
+ * once the pool is idle again it sleeps again. */
+static void watchdog_sleeps_while_the_pool_is_idle(void **state)
+{
+    struct fixture *f = *state;
+
+    make_pool(f, (serex_pool_config){.threads = 2, .starvation_ns = MS});
+    wait_watchdog_asleep(f->pool);
+    assert_int_equal(serex_execute(f->pool, test_signal_task, f->ev[0]),
+                     SEREX_OK);
+    assert_signalled(f->ev[0]);
+    wait_watchdog_asleep(f->pool);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -585,6 +679,10 @@ int main(void)
         T(resize_shrinks_when_idle),
         T(resize_core_down_retires_after_keep_alive),
         T(resize_bad_input_and_after_shutdown),
+        T(watchdog_decision_waits_for_its_patience),
+        T(watchdog_decision_starts_again_on_progress_or_idle),
+        T(watchdog_runs_a_task_behind_an_unmarked_wait),
+        T(watchdog_sleeps_while_the_pool_is_idle),
     };
 
     return cmocka_run_group_tests_name("pool_blocking", tests, NULL, NULL);
