@@ -162,9 +162,13 @@ typedef struct serex_pool_config {
      * SEREX_POOL_BLOCKING_NONE: none (regions are then only counted).
      * mark_waits: serex's own waits in the pool's tasks are blocking
      * regions while they sleep (serex_future_wait, serex_event_wait,
-     * serex_latch_wait, serex_group_wait, serex_execute_wait and the
-     * other waits of a serex object); false: only explicit regions.
-     * starvation_ns: the watchdog (serex_pool_create); 0: off.
+     * serex_latch_wait, serex_group_wait, serex_execute_wait, and
+     * serex_await_termination of a serial, striped executor or limiter;
+     * not a pool's or a manual executor's await); false: only explicit
+     * regions.
+     * starvation_ns: the starvation watchdog (serex_pool_create); 0: off
+     * (it adds threads past max_threads, which is a promise of its own:
+     * ask for it); negative: SEREX_EINVAL. .NET's is 500 ms.
      */
     unsigned max_blocking;
     bool mark_waits;
@@ -187,14 +191,23 @@ typedef struct serex_pool_config {
  * (SEREX_EREJECTED; its threads are not in the child), reports termination
  * at once, and serex_destroy only frees its memory. New pools work.
  * Thread hooks, stack size, placement and task hooks: see the config.
+ * Tasks that block: see serex_blocking_begin. With starvation_ns > 0 a
+ * watchdog thread starts with the pool: when tasks have waited to start
+ * for starvation_ns while every worker was busy and none finished a
+ * task, it counts one worker as stuck and starts one more (within
+ * max_threads + max_blocking, at most one per starvation_ns; they leave
+ * as compensating workers do). While the pool is idle it sleeps with no
+ * deadline; while a worker is busy it looks twice per starvation_ns.
  * @cfg, cfg->name and cfg->cpus are copied. *@out is set on success, NULL
  * on failure.
  * Returns:   SEREX_OK; SEREX_EINVAL if out is NULL, max_threads is non-zero
- *            and below threads, keep_alive_ns is negative, stack_size
+ *            and below threads, keep_alive_ns or starvation_ns is
+ *            negative, stack_size
  *            cannot be honoured, or the placement cannot (see the
  *            config); SEREX_EREJECTED if a core thread's on_thread_start
- *            refused it; SEREX_ENOMEM (also when a core thread cannot be
- *            started). No thread is left behind on failure.
+ *            refused it; SEREX_ENOMEM (also when a core thread or the
+ *            watchdog cannot be started). No thread is left behind on
+ *            failure.
  * Ownership: the caller owns the pool; free it with serex_destroy.
  * Threads:   any thread. execute never waits for a task, a hook or
  *            another thread's work and may be called from any number of
