@@ -60,6 +60,7 @@
  * read max and core before.
  */
 #include "common_internal.h"
+#include "fork_internal.h"
 #include "park_internal.h"
 
 #include "pool_types_internal.h"
@@ -103,6 +104,8 @@ static void block_begin(struct slot *s)
 {
     struct pool *p = s->p;
 
+    if (serex__unlikely(serex__forked_since(p->gen)))
+        return; /* a child (a task forked): the pool is not here */
     if (s->blocking++ != 0)
         return;                   /* nested: counted */
     serex__pool_self_slot = NULL; /* our executes: the shared queue */
@@ -120,6 +123,8 @@ static void block_begin(struct slot *s)
 
 static void block_end(struct slot *s)
 {
+    if (serex__unlikely(serex__forked_since(s->p->gen)))
+        return; /* a child: as begin */
     if (s->blocking == 0 || --s->blocking != 0)
         return; /* no region, or a nested one */
     /* relaxed: only lowers the cap; a stale higher value elsewhere lets

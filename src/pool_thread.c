@@ -230,20 +230,25 @@ static int thread_start(struct pool *p, bool report)
 
 /*
  * Whether a start may come now: below the cap (max_threads, plus the
- * compensation of blocked workers: serex__pool_cap), and not shut down;
- * after a shutdown (not a STOP) only while a worker blocks, which may wait
- * for a task still queued (pool_block.c). Under mu.
+ * compensation of blocked or stuck workers: serex__pool_cap), and not shut
+ * down; after a shutdown (not a STOP) only while a worker blocks or is
+ * taken as stuck, which may wait for a task still queued (pool_block.c),
+ * and only while a worker lives: once none does the pool may be
+ * terminated, and nothing may start again (destroy joins what it saw).
+ * Under mu.
  */
 static bool thread_may_grow(struct pool *p)
 {
-    /* relaxed (state, blocked): under mu, or a flag the new thread
-     * re-checks; a region that begins after our look makes its own */
+    /* relaxed (all): under mu, where live changes, or a flag the new
+     * thread re-checks; a region that begins after our look makes its own
+     * look */
     uint32_t st = atomic_load_explicit(&p->state, memory_order_relaxed);
 
     if ((st & ST_STOP) ||
         ((st & ST_SHUTDOWN) &&
-         atomic_load_explicit(&p->blocked, memory_order_relaxed) == 0 &&
-         atomic_load_explicit(&p->starved, memory_order_relaxed) == 0))
+         (atomic_load_explicit(&p->live, memory_order_relaxed) == 0 ||
+          (atomic_load_explicit(&p->blocked, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&p->starved, memory_order_relaxed) == 0))))
         return false;
     /* relaxed: live changes under mu, which we hold */
     return atomic_load_explicit(&p->live, memory_order_relaxed) <
