@@ -36,11 +36,13 @@
  * While some worker is busy the watchdog looks every starvation_ns / 2.
  * When every live worker is parked (`sleepers` == `live`, read under `mu`)
  * there is nothing to watch: it marks itself asleep (`dog_asleep`, under
- * `mu`) and parks on its bell with no deadline. Whatever wakes a parked
- * worker (pool_wake_one, serex__pool_wake_every) does so under `mu`, sees
- * the mark, clears it and rings the bell after unlocking: the parking
- * lot's rule (change the word, then wake) and `mu` (the mark is read
- * where it is set) lose no ring. An idle pool with a watchdog therefore
+ * `mu`) and parks on its bell with no deadline, on the value it read
+ * before it looked. Whatever wakes a parked worker (pool_wake_one,
+ * serex__pool_wake_every) does so under `mu`, sees the mark, clears it
+ * and rings the bell (adds 1, then wakes): `mu` orders the mark against
+ * the wake-up, and the parking lot (which re-reads the word) any ring
+ * after the read; destroy's ring (after its quit flag) too, which the
+ * watchdog reads after the bell. An idle pool with a watchdog therefore
  * makes no wake-up at all; a busy one, two per starvation_ns.
  */
 #include "common_internal.h"
@@ -102,17 +104,15 @@ static void dog_add_worker(struct pool *p)
 }
 
 /*
- * Under mu: the bell's value to park on, and whether the pool is idle
- * (every live worker parked): then the watchdog is marked asleep.
+ * Whether the pool is idle (every live worker parked): then the watchdog
+ * is marked asleep, for wakers to ring it. Under mu.
  */
-static bool dog_idle(struct pool *p, uint32_t *bell)
+static bool dog_idle(struct pool *p)
 {
-    /* relaxed (all): under mu, where they change (the bell: a waker's
-     * change after our read makes our park return) */
+    /* relaxed (both): under mu, where they change */
     bool idle = atomic_load_explicit(&p->sleepers, memory_order_relaxed) ==
                 atomic_load_explicit(&p->live, memory_order_relaxed);
 
-    *bell = atomic_load_explicit(&p->dog_bell, memory_order_relaxed);
     p->dog_asleep = idle;
     return idle;
 }
@@ -123,15 +123,21 @@ static int dog_main(void *arg)
     int64_t period = p->starvation_ns / 2 > 0 ? p->starvation_ns / 2 : 1;
     struct serex__starve w = {0, serex__now_ns()};
 
-    /* acquire: pairs with destroy's release store: nothing of the pool is
-     * read after it */
-    while (!atomic_load_explicit(&p->dog_quit, memory_order_acquire)) {
+    for (;;) {
+        /* acquire: pairs with a ring's release. Read before the quit flag
+         * and the idle mark: a ring after this read makes the park below
+         * return (the parking lot re-reads the word) */
+        uint32_t bell = atomic_load_explicit(&p->dog_bell,
+                                             memory_order_acquire);
         struct serex__starve_look look;
-        uint32_t bell;
         bool idle;
 
+        /* acquire: pairs with destroy's release store: nothing of the
+         * pool is read after it */
+        if (atomic_load_explicit(&p->dog_quit, memory_order_acquire))
+            break;
         serex__mutex_lock(&p->mu);
-        idle = dog_idle(p, &bell);
+        idle = dog_idle(p);
         serex__mutex_unlock(&p->mu);
         (void)serex__park_wait(&p->dog_bell, bell,
                                idle ? INT64_MAX : serex__deadline(period));
