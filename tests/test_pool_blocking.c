@@ -628,8 +628,9 @@ static void watchdog_runs_a_task_behind_an_unmarked_wait(void **state)
     assert_int_equal(serex_execute(f->pool, test_signal_task, f->ev[1]),
                      SEREX_OK);
     assert_signalled(f->ev[2]);
-    /* at least one added (more if a look came before it took the task) */
-    assert_true(serex__pool_threads(f->pool) >= 2);
+    /* (the worker count is not checked: the watchdog counts the worker it
+     * starts once the start returns, which may come after that worker
+     * ran the task) */
 }
 
 /* Waits until the pool's watchdog sleeps with no deadline. */
