@@ -20,7 +20,11 @@
  *   pool_level.c    the priority levels HIGH and LOW and their faces
  *                   (serex_pool_executor_at)
  *   pool_thread.c   each worker thread's life: start, park with the
- *                   keep-alive, retire, grow, stop
+ *                   keep-alive, retire, grow, stop; the slots' chunks;
+ *                   serex_pool_resize's work
+ *   pool_block.c    blocking regions and the compensating workers they
+ *                   let the pool start; waits that mark themselves
+ *   pool_watchdog.c the starvation watchdog (starvation_ns)
  *   pool.c          the worker loop (serex__pool_worker_main); the
  *                   executor: execute and its push, shutdown, shutdown_now
  *                   with its claim and hand-back, await, destroy, stats,

@@ -11,7 +11,8 @@
  *   FREE    --start-------------------------------------------> LIVE
  *   LIVE    --setup refused (pin, on_thread_start)------------> EXITED
  *   LIVE    --shut down and drained, or STOP: stop hook-------> EXITED
- *   LIVE    --parked keep_alive_ns, live > core: retire-------> RETIRING
+ *   LIVE    --parked keep_alive_ns, serving > core: retire----> RETIRING
+ *   LIVE    --idle, a resize left it above the cap: shed------> RETIRING
  *   RETIRING --stop hook; no grow owed------------------------> EXITED
  *   RETIRING --stop hook; grow owed: successor in this slot---> LIVE
  *   EXITED  --joined by the next start here, or by destroy----> FREE
@@ -21,7 +22,22 @@
  * exits, so no two idle threads both retire below the core count, and
  * growth counts the threads that will still serve. The thread that takes
  * `live` and `retiring` both to 0 (only a shutdown lets a core thread
- * leave) marks the pool terminated.
+ * leave) marks the pool terminated. "Serving" is `live` less `blocked`,
+ * the workers in a blocking region (pool_block.c), which count themselves
+ * without `mu`; a worker in a region never retires (it is in a task).
+ *
+ * Sizes and the cap (since 0.3.0): `want_core` and `want_max` are the
+ * sizes now (serex_pool_resize writes them under mu). A start may come
+ * while `live` is below the cap, serex__pool_cap: want_max, plus one per
+ * blocked worker and per worker the watchdog takes as stuck
+ * (pool_watchdog.c), at most max_blocking more. The slots are made in
+ * chunks that never move (a worker holds its slot): chunk 0 at create,
+ * one slot per max_threads; more under mu when a start finds none free
+ * below want_max + max_blocking, or when a resize raises max_threads. A
+ * start after a shutdown (not a STOP) is let through while a worker
+ * blocks or is stuck and some worker still lives: the task it waits for
+ * may still be queued; once no worker lives the pool may be terminated,
+ * and nothing starts again.
  *
  * Growing: a submission that finds no spinner and no sleeper on an
  * elastic pool starts a thread (serex__pool_threads_grow), if `live` is
@@ -42,8 +58,11 @@
  * deadlocked (tests/test_pool_life.c).
  *
  * Parking and the keep-alive: a parked worker waits for a token (pool_idle.c's
- * park handshake) with, on an elastic pool, a deadline keep_alive_ns
- * away. At the deadline it retires if `live` is above the core count;
+ * park handshake) with, on an elastic pool (want_max above want_core) or
+ * while it is surplus (more serve than the core count: a compensating
+ * worker, a resize down), a deadline keep_alive_ns away; on a fixed pool
+ * at its size, none (an idle fixed pool makes no wake-up). At the
+ * deadline it retires if more serve than the core count;
  * else it is a core thread for now, and the deadline moves keep_alive_ns
  * on (a wake-up per keep-alive period, so that it may still retire later
  * if the pool grows past it again while it sleeps, as pool.h promises of
@@ -51,6 +70,12 @@
  * deadline returned at once without giving up `mu`: a core burnt, and
  * everything that takes `mu` (an execute that wakes a worker, await)
  * blocked until work came.
+ *
+ * Shedding: a resize that leaves more workers live than the cap sets
+ * `shedding`; a worker about to park then retires at once (the spinner
+ * first gives up its flag and looks once more), until `live` is within
+ * the cap. Resize wakes every parked worker so each looks: at shedding,
+ * and at its deadline (a fixed pool grown elastic now wants one).
  *
  * Stopping: shutdown lets workers leave once the queue is drained; a
  * worker runs on_thread_stop after its last task, then makes its last
@@ -65,7 +90,11 @@
  * checks that every submitted task gets a thread, that live never passes
  * max nor drops below core before shutdown, that a parked worker past its
  * deadline never waits holding `mu`, and that everything ends; planted
- * mutations (no debt, no deadline move) are each caught.
+ * mutations (no debt, no deadline move) are each caught. With BLOCKING
+ * it is a fixed pool with max_blocking 1 whose first task waits for the
+ * third inside a region (the count, the cap, the start after a
+ * shutdown); mutations (no wake-up at begin, a cap without the blocked,
+ * no start after a shutdown) are caught. Shedding is not modelled.
  */
 #include <stdio.h> /* snprintf for thread names */
 

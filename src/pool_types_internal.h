@@ -6,9 +6,10 @@
  * pool_local.c (each worker's run queue and next-task slot, taking and
  * stealing), pool_idle.c (the spinner, parking's re-check and wake-ups),
  * pool_level.c (the priority levels and their faces), pool_thread.c (each
- * worker thread's life: start, park, retire, grow, stop) and pool.c (the
- * worker loop, the executor: execute, shutdown, shutdown_now, destroy,
- * stats, create). The banner above each group of prototypes says which
+ * worker thread's life: start, park, retire, grow, stop, resize),
+ * pool_block.c (blocking regions), pool_watchdog.c (the starvation
+ * watchdog) and pool.c (the worker loop, the executor: execute, shutdown,
+ * shutdown_now, destroy, stats, create). The banner above each group of prototypes says which
  * file defines them. What a task's submission or take runs across files
  * is a static inline here, in its file's group (the stamps, the push
  * onto a shard and the look at one, the local push, the wake-up decision,
