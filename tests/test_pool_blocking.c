@@ -337,6 +337,36 @@ static void blocking_hands_the_worker_queue_over(void **state)
     assert_int_equal(atomic_load(&f->ran), 4);
 }
 
+/* Waits until the pool counts @n workers in regions. */
+static void wait_blocked(serex_executor *pool, unsigned n)
+{
+    int64_t deadline = test_now_ns() + TEST_TIMEOUT;
+
+    while (serex__pool_blocked(pool) != n && test_now_ns() < deadline)
+        test_sleep_ns(MS);
+    assert_int_equal(serex__pool_blocked(pool), n);
+}
+
+/* With mark_waits, a serex wait that sleeps is a region while it sleeps;
+ * without, it is not. */
+static void blocking_waits_are_regions_only_when_marked(void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *marked;
+    serex_pool_config cfg = {.threads = 1, .mark_waits = true};
+
+    make_pool(f, (serex_pool_config){.threads = 1});
+    assert_int_equal(serex_execute(f->pool, hold_on_ev1, f), SEREX_OK);
+    assert_signalled(f->ev[0]);
+    assert_int_equal(serex__pool_blocked(f->pool), 0);
+    assert_int_equal(serex_pool_create(&cfg, &marked), SEREX_OK);
+    assert_int_equal(serex_execute(marked, hold_on_ev1, f), SEREX_OK);
+    wait_blocked(marked, 1);
+    serex_event_signal(f->ev[1]);
+    wait_blocked(marked, 0);
+    assert_int_equal(serex_destroy(marked), SEREX_OK);
+}
+
 /* --- nesting, and outside a pool --- */
 
 static void nested_regions(void *arg)
@@ -671,6 +701,7 @@ int main(void)
         T(blocking_compensation_is_bounded),
         T(blocking_none_starts_no_worker),
         T(blocking_hands_the_worker_queue_over),
+        T(blocking_waits_are_regions_only_when_marked),
         T(blocking_regions_nest),
         T(blocking_outside_a_pool_does_nothing),
         T(blocking_callback_is_a_region),
