@@ -38,7 +38,7 @@ core        core        task_internal.h mpsc_internal.h await_internal.h life_in
 core        core        stats_internal.h nodecache.c nodecache_internal.h
 core        core        park.c park_internal.h fork.c fork_internal.h cancel.c cancel_internal.h
 core        core        observe.c observe_internal.h ticks_internal.h trace.c trace_internal.h registry.c registry_internal.h histogram.c histogram_internal.h task_watch.c task_watch_internal.h
-components  pool        pool.c pool_internal.h pool_thread.c pool_types_internal.h pool_runq_internal.h pool_inject.c pool_local.c pool_idle.c pool_level.c pool_watch.c
+components  pool        pool.c pool_internal.h pool_thread.c pool_types_internal.h pool_runq_internal.h pool_inject.c pool_local.c pool_idle.c pool_level.c pool_watch.c pool_block.c pool_watchdog.c
 components  serial      serial.c serial_internal.h
 components  striped     striped.c striped_internal.h
 components  scheduler   scheduler.c scheduler_internal.h wheel.c wheel_internal.h

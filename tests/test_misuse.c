@@ -271,6 +271,24 @@ static void timer_cancel_notify_after_release(void)
                               NULL);
 }
 
+static void leave_region_open(void *arg)
+{
+    (void)arg;
+    serex_blocking_begin(); /* and no end */
+}
+
+/* A pool task that returns inside its blocking region: its worker stops
+ * the program when it next goes idle. */
+static void blocking_region_left_open(void)
+{
+    serex_pool_config cfg = {.threads = 1};
+    serex_executor *pool;
+
+    serex_pool_create(&cfg, &pool);
+    serex_execute(pool, leave_region_open, NULL);
+    serex_await_termination(pool, 20 * SEC); /* the worker aborts first */
+}
+
 /* SEREX_ASSERT_ON outside any task of the executor. */
 static void assert_on_outside(void)
 {
@@ -358,6 +376,17 @@ static void timer_released_twice(void **state)
                 "serex_timer_release");
 }
 
+/* First in the list: a pool's locks in the child, and the parent has
+ * destroyed no lock yet whose address they could take (TSan's deadlock
+ * detector then stops a forked child: see assert_not_on_inside). */
+static void blocking_region_left_open_stops(void **state)
+{
+    (void)state;
+    assert_dies(blocking_region_left_open,
+                "serex: serex_blocking_begin: a pool task returned inside "
+                "its blocking region");
+}
+
 /* The checks do not fire on correct use: one release each, then gone. */
 static void correct_use_is_quiet(void **state)
 {
@@ -398,6 +427,7 @@ static void (*const misuses[])(void) = {
     cancel_release_twice,
     timer_cancel_wait_after_release,
     timer_cancel_notify_after_release,
+    blocking_region_left_open,
 };
 #  define NMISUSES ((int)(sizeof misuses / sizeof misuses[0]))
 
@@ -414,6 +444,7 @@ static int misuse_index(void (*misuse)(void))
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(blocking_region_left_open_stops),
         cmocka_unit_test(future_released_twice),
         cmocka_unit_test(future_used_after_release),
         cmocka_unit_test(timer_released_twice),
