@@ -927,7 +927,7 @@ int serex_pool_resize(serex_executor *pool, unsigned threads,
         (max_threads != 0 && threads != 0 && max_threads < threads))
         return SEREX_EINVAL;
     p = pool_of(ex);
-    if (threads == 0) { /* as create: online CPUs, never above a max */
+    if (threads == 0) { /* as create: the CPUs we may use, never above a max */
         threads = serex__cpu_usable();
         if (max_threads != 0 && max_threads < threads)
             threads = max_threads;
