@@ -47,11 +47,15 @@
  * the program if that is all that could end it.
  *
  * --- What is not exact ---
- * A wait that reads the monotonic clock itself between parks (the room
- * wait of serex_execute_wait, an await whose drain is owed to a full
- * target, a group's 4096th waiter) ends its time-out on that clock, not
- * on ours: its condition is still driven, but it times out late, in real
- * time. Everything else passes its own deadline to the park.
+ * A wait that recomputes its time left on the monotonic clock (the awaits
+ * of serial, striped and limiter executors, serex__life_await_owed) notes
+ * a time-out shorter by the real time that passed: it ends that much
+ * early on our clock (nanoseconds). A wait that reads the monotonic clock
+ * itself between parks (the room wait of serex_execute_wait, an await
+ * whose drain is owed to a full target, a group's 4096th waiter) ends its
+ * time-out on that clock: its condition is still driven, but it times out
+ * late, in real time, spinning meanwhile. The others pass their own
+ * deadline to the park.
  *
  * One thread only: no atomics, no lock of ours.
  */
