@@ -4,7 +4,7 @@
 # check_model.sh - check the serial executor's drain protocol, the pool's
 # park handshake and its per-worker run queues exhaustively with the spin
 # model checker (tests/model/serial_drain.pml, pool_park.pml,
-# pool_runq.pml and the others; what they model and what each property
+# pool_runq.pml, limiter_cap.pml and the others; what they model and what each property
 # means: tests/model/README.md).
 #
 # For each configuration below: spin -a generates the verifier (pan.c), cc
@@ -158,6 +158,21 @@ configs=(
     "mut-registry-pin-cursor;assertion violated +!\\(\\(r>=;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DMUT_PIN_CURSOR;registry_pin.pml"
     "mut-registry-no-cursor;assertion violated \\(+p==0;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DMUT_NO_CURSOR;registry_pin.pml"
     "mut-registry-fork-keep-pins;assertion violated \\(+cpi;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DFORK=1 -DMUT_FORK_KEEP_PINS;registry_pin.pml"
+    "cancel-2req;pass;safety;-DNREQ=2;cancel_reg.pml"
+    "cancel-3req;pass;safety;-DNREQ=3;cancel_reg.pml"
+    "cancel-inside-2req;pass;safety;-DNREQ=2 -DINSIDE=1;cancel_reg.pml"
+    "cancel-inside-3req;pass;safety;-DNREQ=3 -DINSIDE=1;cancel_reg.pml"
+    "mut-cancel-no-running-wait;assertion violated \\(\\(frees;safety;-DNREQ=2 -DMUT_NO_RUNNING_WAIT;cancel_reg.pml"
+    "mut-cancel-free-before-done;assertion violated  !\\(freed;safety;-DNREQ=2 -DMUT_FREE_BEFORE_DONE;cancel_reg.pml"
+    "mut-cancel-runner-no-unreg;assertion violated \\(\\(frees;safety;-DNREQ=2 -DINSIDE=1 -DMUT_RUNNER_NO_UNREG;cancel_reg.pml"
+    "limiter-cap-lower;pass;safety;-DNPROD=2 -DNTASK=2 -DCAP0=3 -DCAP1=1;limiter_cap.pml"
+    "limiter-cap-raise;pass;safety;-DNPROD=2 -DNTASK=2 -DCAP0=1 -DCAP1=3;limiter_cap.pml"
+    "limiter-cap-raise-lower;pass;safety;-DNPROD=2 -DNTASK=2 -DCAP0=1 -DCAP1=3 -DCAP2=1;limiter_cap.pml"
+    "limiter-cap-lower-raise;pass;safety;-DNPROD=2 -DNTASK=2 -DCAP0=3 -DCAP1=1 -DCAP2=2;limiter_cap.pml"
+    "limiter-cap-3p-lower;pass;safety;-DNPROD=3 -DNTASK=1 -DCAP0=2 -DCAP1=1;limiter_cap.pml"
+    "mut-limiter-shed-last;assertion violated \\(+\\(+Q==0;safety;-DNPROD=2 -DNTASK=2 -DCAP0=3 -DCAP1=1 -DMUT_SHED_LAST;limiter_cap.pml"
+    "mut-limiter-no-peak;assertion violated \\(running<=cap;safety;-DNPROD=2 -DNTASK=2 -DCAP0=1 -DCAP1=3 -DCAP2=1 -DMUT_NO_PEAK;limiter_cap.pml"
+    "mut-limiter-cap-unlocked;assertion violated \\(running<=cap;safety;-DNPROD=2 -DNTASK=2 -DCAP0=3 -DCAP1=1 -DMUT_CAP_UNLOCKED;limiter_cap.pml"
 )
 
 ensure_spin() {
@@ -178,7 +193,7 @@ ensure_spin
 cc=${CC:-$(command -v gcc || echo cc)}
 command -v "$cc" >/dev/null 2>&1 ||
     { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
-for m in serial_drain.pml pool_park.pml pool_park_slot.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml trace_ring.pml registry_pin.pml; do
+for m in serial_drain.pml pool_park.pml pool_park_slot.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml trace_ring.pml registry_pin.pml limiter_cap.pml; do
     [ -r "$models/$m" ] || { echo "check_model.sh: $models/$m is missing" >&2; exit 2; }
 done
 

@@ -781,8 +781,8 @@ static int pool_config(const serex_pool_config *cfg, struct pool *p)
         (c.max_threads != 0 && c.threads != 0 && c.max_threads < c.threads))
         return SEREX_EINVAL;
     p->core = c.threads;
-    if (p->core == 0) { /* online CPUs, but never above an explicit max */
-        p->core = serex__cpu_count();
+    if (p->core == 0) { /* serex_cpu_count(), never above an explicit max */
+        p->core = serex__cpu_usable();
         if (c.max_threads != 0 && c.max_threads < p->core)
             p->core = c.max_threads;
     }

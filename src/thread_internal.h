@@ -235,8 +235,35 @@ struct serex__wait_driver {
  * set and cleared on its own thread only, by autoclock.c). */
 extern SEREX__THREAD_LOCAL struct serex__wait_driver *serex__wait_driver_tls;
 
-/* Online CPUs, at least 1. */
+/* Online CPUs, at least 1 (the scheduler's shards). Allocates nothing. */
 unsigned serex__cpu_count(void);
+/*
+ * The CPUs this process may use, at least 1 (serex_cpu_count, a pool of
+ * threads = 0): the calling thread's affinity mask (which the threads it
+ * starts inherit; Windows: the process's mask, or every active CPU when
+ * the process spans processor groups), and on Linux the cgroup CPU quota,
+ * rounded up (serex__cpu_count_at with root ""). If the memory to read
+ * them cannot be had: the online CPUs. Reads the OS at each call.
+ */
+unsigned serex__cpu_usable(void);
+/*
+ * cpus.c: the cgroup CPU bandwidth limit of the calling process, read
+ * from the files under @root ("" for the real ones; tests build a fake
+ * tree): /proc/self/cgroup, /proc/self/mountinfo, and cpu.max (v2) or
+ * cpu.cfs_quota_us and cpu.cfs_period_us (v1) of its cgroup and each
+ * parent up to the mount; the smallest quota / period, rounded up.
+ * Returns SEREX_OK with *@cpus set (0: no limit found, whatever the
+ * reason), or SEREX_ENOMEM (*@cpus 0) if its scratch block could not be
+ * allocated. Keeps no state: any thread, any time.
+ */
+int serex__cgroup_cpu_limit(const char *root, unsigned *cpus);
+/*
+ * min(@affinity, the limit under @root), at least 1; @online (at least
+ * 1) if @affinity is 0 (unknown) or the limit could not be read for want
+ * of memory. serex__cpu_count's rule, with its inputs given.
+ */
+unsigned serex__cpu_count_at(const char *root, unsigned affinity,
+                             unsigned online);
 
 /*
  * Hard affinity: pinning a thread to a set of CPUs, numbered as the OS

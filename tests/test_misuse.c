@@ -153,6 +153,17 @@ static void future_release_twice_queued(void)
     serex_future_release(f);
 }
 
+/* A token still held by its child: released twice. */
+static void cancel_release_twice(void)
+{
+    serex_cancel *c, *child;
+
+    serex_cancel_create(NULL, &c);
+    serex_cancel_create(c, &child);
+    serex_cancel_release(c);
+    serex_cancel_release(c);
+}
+
 /* Waited on after release: it used to return another future's value. */
 static void future_wait_after_release(void)
 {
@@ -299,6 +310,13 @@ static void future_used_after_release(void **state)
                 "serex_future_release");
 }
 
+static void cancel_released_twice(void **state)
+{
+    (void)state;
+    assert_dies(cancel_release_twice,
+                "serex: serex_cancel_release: token released twice");
+}
+
 static void timer_released_twice(void **state)
 {
     (void)state;
@@ -343,6 +361,7 @@ static void (*const misuses[])(void) = {
     future_cancel_after_release, timer_release_twice_done,
     timer_release_twice_pending, timer_cancel_after_release,
     assert_on_outside,           assert_not_on_inside,
+    cancel_release_twice,
 };
 #  define NMISUSES ((int)(sizeof misuses / sizeof misuses[0]))
 
@@ -362,6 +381,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(future_released_twice),
         cmocka_unit_test(future_used_after_release),
         cmocka_unit_test(timer_released_twice),
+        cmocka_unit_test(cancel_released_twice),
         cmocka_unit_test(correct_use_is_quiet),
         cmocka_unit_test(assert_on_fails),
     };

@@ -23,6 +23,27 @@ extern "C" {
 #define SEREX_POOL_PRIORITY_LOW 2
 
 /*
+ * serex_cpu_count - the CPUs this process may use: what a pool of
+ * `threads = 0` starts (since 0.2.0).
+ *
+ * Linux: the CPUs in the calling thread's affinity mask (taskset, a
+ * cpuset; threads it starts inherit it), any number of them, capped by
+ * the cgroup CPU quota of the process's cgroup and its parents, rounded
+ * up (cgroup v2 cpu.max "150000 100000" is 1.5 CPUs: 2; v1
+ * cpu.cfs_quota_us / cpu.cfs_period_us), as Go 1.25 sizes GOMAXPROCS.
+ * Windows: the process's affinity mask (every active CPU when it spans
+ * processor groups). Elsewhere: the online CPUs. Missing or malformed
+ * cgroup files mean no quota. If the few kilobytes it reads the files
+ * with cannot be allocated, the online CPUs.
+ * The OS is read at each call: a container's quota changed at run time
+ * shows in the next call (pools already made keep their size).
+ * Returns:   at least 1; never fails.
+ * Ownership: nothing changes hands; it keeps no state.
+ * Threads:   any thread, any time.
+ */
+SEREX_API unsigned serex_cpu_count(void);
+
+/*
  * Pool configuration; zero-initialise it (or pass NULL) for the defaults.
  * New fields are only ever added at the end. The fields from
  * on_thread_start on are since 0.2.0.
@@ -51,7 +72,8 @@ typedef struct serex_task_info {
 } serex_task_info;
 
 typedef struct serex_pool_config {
-    unsigned threads;      /* core threads; 0: online CPUs (at most max) */
+    unsigned threads;      /* core threads; 0: serex_cpu_count(), the
+                              CPUs this process may use (at most max) */
     unsigned max_threads;  /* 0: = threads; > threads: grows when all busy */
     int64_t keep_alive_ns; /* idle time before an extra thread exits; 0: 60 s */
     size_t queue_capacity; /* tasks waiting to start, per priority level;
