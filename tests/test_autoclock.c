@@ -361,6 +361,34 @@ static void autoclock_periodic_timer_runs_on_its_grid(void **state)
     serex_latch_destroy(it.latch);
 }
 
+/* Deadlines on the manual clock: a token's and a future's. */
+static void autoclock_drives_token_and_future_deadlines(void **state)
+{
+    struct fixture *fx = *state;
+    serex_future *p, *q;
+    serex_cancel *token;
+
+    assert_int_equal(serex_promise_create(&p), SEREX_OK);
+    assert_int_equal(serex_promise_create(&q), SEREX_OK);
+    assert_int_equal(serex_cancel_create(NULL, &token), SEREX_OK);
+    assert_int_equal(serex_cancel_deadline(token, fx->s, SEREX_MS(300)),
+                     SEREX_OK);
+    assert_int_equal(serex_future_deadline(q, fx->s, SEREX_MS(450)), SEREX_OK);
+    start(fx);
+    /* nobody completes p: the token's deadline ends the wait */
+    assert_int_equal(serex_future_wait_token(p, TEST_TIMEOUT, token),
+                     SEREX_ETIMEDOUT);
+    assert_true(serex_cancel_requested(token));
+    assert_int_equal(serex_scheduler_now(fx->s), SEREX_MS(300));
+    /* q's own deadline ends q */
+    assert_int_equal(serex_future_wait(q, TEST_TIMEOUT), SEREX_ETIMEDOUT);
+    assert_int_equal(serex_future_error(q), SEREX_ETIMEDOUT);
+    assert_int_equal(serex_scheduler_now(fx->s), SEREX_MS(450));
+    serex_cancel_release(token);
+    serex_future_release(q);
+    serex_future_release(p); /* unfinished: ends cancelled */
+}
+
 /* --- nested waits --- */
 
 struct nested {
@@ -569,6 +597,7 @@ int main(void)
         T(autoclock_drives_event_and_group_waits),
         T(autoclock_drives_await_termination),
         T(autoclock_periodic_timer_runs_on_its_grid),
+        T(autoclock_drives_token_and_future_deadlines),
         T(autoclock_nested_waits_keep_their_own_time_outs),
         T(autoclock_stop_makes_waits_sleep_again),
         T(autoclock_start_bad_arguments_are_einval),
