@@ -42,6 +42,7 @@ components  pool        pool.c pool_internal.h pool_thread.c pool_types_internal
 components  serial      serial.c serial_internal.h
 components  striped     striped.c striped_internal.h
 components  scheduler   scheduler.c scheduler_internal.h wheel.c wheel_internal.h
+components  scheduler   autoclock.c
 components  gate        gate.c gate_internal.h
 components  channel     channel.c channel_internal.h
 components  event       event.c event_internal.h latch.c

@@ -52,9 +52,18 @@ static int park_wait(const void *addr,
                      bool (*unchanged)(const void *, uint64_t),
                      uint64_t expected, int64_t deadline_ns)
 {
-    struct bucket *b = park_bucket(addr);
+    struct serex__wait_driver *d = serex__wait_driver_tls;
+    struct bucket *b;
     int rc = 0;
 
+    /*
+     * An autoclock's thread (thread_internal.h): instead of sleeping, one
+     * step of the driver, no lock held (it runs tasks); the caller loops
+     * and looks at its condition again, as after a spurious wake-up.
+     */
+    if (serex__unlikely(d != NULL))
+        return unchanged(addr, expected) ? d->step(d, deadline_ns) : 0;
+    b = park_bucket(addr);
     serex__mutex_lock(&b->mu);
     /*
      * The word is read under the bucket lock, so a change made before the

@@ -24,6 +24,9 @@
  * Sleeps while *word == expected, until woken or monotonic @deadline_ns
  * (INT64_MAX: no limit). May return spuriously: callers loop.
  * Returns 0, or SEREX_ETIMEDOUT once the deadline has passed.
+ * On a thread with a wait driver (thread_internal.h: an autoclock's) it
+ * never sleeps: while the word is unchanged it makes one step of the
+ * driver, whose clock then decides the time-out.
  */
 int serex__park_wait(_Atomic uint32_t *word, uint32_t expected,
                      int64_t deadline_ns);

@@ -3091,3 +3091,13 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     *out = s;
     return SEREX_OK;
 }
+
+/* --- for the autoclock (autoclock.c) --- */
+
+int serex__scheduler_next_due(serex_scheduler *s, int64_t *next, bool *any)
+{
+    if (s == NULL || !s->manual)
+        return SEREX_EINVAL;
+    *next = sched_earliest(s, any);
+    return SEREX_OK;
+}

@@ -53,4 +53,13 @@ int64_t serex__scheduler_window(serex_scheduler *s, bool peak);
  * timing. @t must be held (a handle). */
 bool serex__timer_has_waiters(serex_timer *t);
 
+/*
+ * For the autoclock (autoclock.c), manual mode only: *@any says whether a
+ * timer is pending in the wheel, and *@next when to advance to next: never
+ * after the earliest due time, and maybe before it (a slot's start: an
+ * advance to it cascades, and the next look is exact); INT64_MAX if none.
+ * Returns SEREX_OK; SEREX_EINVAL if @s is NULL or not manual.
+ */
+int serex__scheduler_next_due(serex_scheduler *s, int64_t *next, bool *any);
+
 #endif /* SEREX_SCHEDULER_INTERNAL_H */

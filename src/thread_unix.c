@@ -103,10 +103,15 @@ int64_t serex__now_ns(void)
     return (int64_t)ts.tv_sec * SEREX__NS_PER_S + ts.tv_nsec;
 }
 
+SEREX__THREAD_LOCAL struct serex__wait_driver *serex__wait_driver_tls;
+
 int64_t serex__deadline(int64_t timeout_ns)
 {
     int64_t now = serex__now_ns();
+    struct serex__wait_driver *d = serex__wait_driver_tls;
 
+    if (serex__unlikely(d != NULL)) /* an autoclock's thread */
+        d->note(d, now, timeout_ns);
     if (timeout_ns < 0 || timeout_ns > INT64_MAX - now)
         return INT64_MAX;
     return now + timeout_ns;
