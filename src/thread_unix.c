@@ -44,13 +44,13 @@
 
 #include "thread_internal.h"
 
-#include <errno.h>   /* EINVAL (sched_getaffinity) */
-#include <limits.h>  /* PTHREAD_STACK_MIN */
-#include <pthread.h> /* pthread_atfork, names */
-#include <sched.h>   /* sched_yield, sched_setaffinity */
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdlib.h>  /* malloc, aligned_alloc, free */
+#  include <errno.h>   /* EINVAL (sched_getaffinity) */
+#  include <limits.h>  /* PTHREAD_STACK_MIN */
+#  include <pthread.h> /* pthread_atfork, names */
+#  include <sched.h>   /* sched_yield, sched_setaffinity */
+#  include <stdatomic.h>
+#  include <stdbool.h>
+#  include <stdlib.h> /* malloc, aligned_alloc, free */
 #  include <string.h> /* strncpy, memcpy, strrchr */
 #  include <time.h>   /* clock_gettime, timespec_get */
 #  include <unistd.h> /* sysconf */
@@ -150,10 +150,10 @@ unsigned serex__cpu_count(void)
     return n > 0 ? (unsigned)n : 1u;
 }
 
-#if defined(__linux__)
+#  if defined(__linux__)
 
 /* A bound on the affinity set's growth: 2^20 CPUs, a 128 KiB set. */
-#  define AFFINITY_MAX_CPUS (UINT32_C(1) << 20)
+#    define AFFINITY_MAX_CPUS (UINT32_C(1) << 20)
 
 /*
  * The CPUs in the calling thread's affinity mask; 0 if unknown (no memory
@@ -192,7 +192,7 @@ unsigned serex__cpu_usable(void)
     return serex__cpu_count_at("", affinity_count(), serex__cpu_count());
 }
 
-#else /* no cgroups; affinity, where there is any, is per thread and hard
+#  else /* no cgroups; affinity, where there is any, is per thread and hard
          to count (macOS has none): the online CPUs */
 
 unsigned serex__cpu_usable(void)
@@ -200,7 +200,7 @@ unsigned serex__cpu_usable(void)
     return serex__cpu_count();
 }
 
-#endif
+#  endif
 
 void serex__thread_yield(void)
 {
