@@ -36,7 +36,7 @@ core        core        executor.c executor_internal.h exec_class_internal.h
 core        core        op_internal.h future.c future_internal.h
 core        core        task_internal.h mpsc_internal.h await_internal.h life_internal.h
 core        core        stats_internal.h nodecache.c nodecache_internal.h
-core        core        park.c park_internal.h fork.c fork_internal.h
+core        core        park.c park_internal.h fork.c fork_internal.h cancel.c cancel_internal.h
 core        core        observe.c observe_internal.h ticks_internal.h trace.c trace_internal.h registry.c registry_internal.h histogram.c histogram_internal.h task_watch.c task_watch_internal.h
 components  pool        pool.c pool_internal.h pool_thread.c pool_types_internal.h pool_runq_internal.h pool_inject.c pool_local.c pool_idle.c pool_level.c pool_watch.c
 components  serial      serial.c serial_internal.h
@@ -49,6 +49,7 @@ components  manual      manual.c manual_internal.h
 components  group       group.c group_internal.h
 components  limiter     limiter.c limiter_internal.h
 components  semaphore   semaphore.c semaphore_internal.h
+components  deadline    deadline.c
 '
 # The one layer that may use the OS, and the layer whose units are private.
 OS_LAYER=platform

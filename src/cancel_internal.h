@@ -6,7 +6,8 @@
  * An operation given a token adds its hook; the token's request calls
  * hook->fire(hook, cause) on the requesting thread, without the token's
  * lock held, so fire may take the operation's own lock, post, or end a
- * future. fire must not block and must not remove its own hook. When the
+ * future. fire must not block; it may remove its own hook (remove then
+ * returns false at once). When the
  * operation ends by itself (it ran, was granted, was dropped), it removes
  * the hook: remove says whether fire will never be called (true) or has
  * been (false); in the second case it returns only once fire has
@@ -24,7 +25,8 @@
 #include "serex/cancel.h"
 
 struct serex__cancel_hook {
-    struct serex__cancel_hook *next, *prev; /* the token's list: its lock */
+    /* the token's list, under its lock; pprev NULL: not on it */
+    struct serex__cancel_hook *next, **pprev;
     void (*fire)(struct serex__cancel_hook *h, int cause);
 };
 
@@ -38,5 +40,9 @@ int serex__cancel_hook_add(serex_cancel *c, struct serex__cancel_hook *h);
 
 /* Removes @h from @c (see above): true if fire will never be called. */
 bool serex__cancel_hook_remove(serex_cancel *c, struct serex__cancel_hook *h);
+
+/* Takes and drops a reference to @c (the caller holds one to take). */
+void serex__cancel_ref(serex_cancel *c);
+void serex__cancel_unref(serex_cancel *c);
 
 #endif /* SEREX_CANCEL_INTERNAL_H */

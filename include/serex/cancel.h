@@ -53,15 +53,16 @@ SEREX_API int serex_cancel_create(serex_cancel *parent, serex_cancel **out);
 /*
  * serex_cancel_request - cancel @c with @cause, and its children.
  *
- * @cause: a negative code, given back by serex_cancel_cause and by every
- * operation the token ends; 0 means SEREX_ECANCELED. The first request
+ * @cause: a negative code down to SEREX_ERROR_MIN, given back by
+ * serex_cancel_cause and by every operation the token ends; 0 means
+ * SEREX_ECANCELED. The first request
  * wins: a later one changes nothing. The callbacks registered on the
  * token and the operations given it are settled by this call, on this
  * thread, before it returns (each on_cancel callback is posted to its
  * target, or runs here if its target refuses it); so are the children's.
  * Returns:   true if this call cancelled the token; false if it was
- *            already cancelled, @c is NULL, or @cause is positive (then
- *            nothing changed).
+ *            already cancelled, @c is NULL, or @cause is positive or
+ *            below SEREX_ERROR_MIN (then nothing changed).
  * Threads:   any thread, any number at once, a task included; never
  *            blocks (a short lock while it takes each registration).
  */
@@ -83,14 +84,19 @@ SEREX_API int serex_cancel_cause(const serex_cancel *c);
 /*
  * serex_cancel_deadline - cancel @c with SEREX_ETIMEDOUT @delay_ns from
  * now, on @s's clock (a manual scheduler's in a test), unless it is
- * cancelled first. A token has at most one deadline; a second call keeps
- * the earlier of the two. Releasing the token with the deadline still
- * pending cancels the timer.
+ * cancelled first. Each call arms one more timer: the earliest wins.
+ * The timer runs on @s's timer thread and holds the token until it fires
+ * or the token is cancelled otherwise (then it is cancelled at once): as
+ * with Go's context.WithTimeout, cancel a token whose work is over
+ * (serex_cancel_request) rather than leave its deadline to come.
  * Returns:   SEREX_OK (also when @c is cancelled already: nothing to
  *            arm); SEREX_EINVAL for NULL c or s, or delay_ns < 0; what
  *            serex_schedule says (SEREX_EREJECTED after @s's shutdown,
  *            SEREX_EFULL, SEREX_ENOMEM): then nothing changed.
- * Ownership: keep @s alive until the token is cancelled or released.
+ * Ownership: keep @s alive until every token with a deadline on it is
+ *            cancelled (a scheduler's destroy waits for pending timers,
+ *            or drops them by its on_shutdown policy: a dropped deadline
+ *            never comes, and the token is freed as if it had none).
  * Threads:   any thread.
  */
 SEREX_API int serex_cancel_deadline(serex_cancel *c, serex_scheduler *s,
@@ -104,12 +110,12 @@ SEREX_API int serex_cancel_deadline(serex_cancel *c, serex_scheduler *s,
  * runs at once on the thread that was posting or dropping it (promise
  * 2a, docs/contract.md): it is never lost. Inside fn, serex_cancel_cause
  * says why.
- * With @reg not NULL, *@reg gets a registration for
- * serex_cancel_unregister, which must then be called exactly once (it
- * frees it); with @reg NULL the callback cannot be taken back.
- * Returns:   SEREX_OK; SEREX_EINVAL for NULL c, target, target's ops or
- *            fn; SEREX_ENOMEM. On error nothing changed, fn will not run
- *            and *@reg is NULL.
+ * *@reg gets a registration for serex_cancel_unregister, which must be
+ * called exactly once, whether fn ran or not (it frees the record; until
+ * then the registration holds the token).
+ * Returns:   SEREX_OK; SEREX_EINVAL for NULL c, target, target's ops, fn
+ *            or reg; SEREX_ENOMEM. On error nothing changed, fn will not
+ *            run and *@reg is NULL.
  * Ownership: on SEREX_OK, @arg passes to fn if it runs; after an
  *            unregister that said true, it is the caller's again.
  * Threads:   any thread, any number at once; never blocks.

@@ -65,6 +65,13 @@ enum serex_status {
 };
 
 /*
+ * The lowest code serex carries for a caller (a token's cause, a future's
+ * error, since 0.2.0): callers' own codes go from -8 down to this; serex
+ * never returns them unless the caller gave them.
+ */
+#define SEREX_ERROR_MIN (-32767)
+
+/*
  * serex_strerror - a short English description of a status code.
  *
  * Returns:   a static string for every value, "unknown status" for values

@@ -19,6 +19,7 @@
 #include "future.h"    /* results, waiting, cancellation */
 #include "event.h"     /* the event: a wake-up never lost (it blocks) */
 #include "latch.h"     /* the latch: counts down once, then open */
+#include "cancel.h"    /* the cancellation token */
 #include "gate.h"      /* the gate: tasks parked until it opens */
 #include "channel.h"   /* the channel: send and receive park, never block */
 #include "manual.h"    /* the manual executor, for deterministic tests */
