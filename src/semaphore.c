@@ -49,17 +49,18 @@
  * `avail` and the waiters always agree.
  *
  * --- The hook's removal, and the record's end ---
- * Every hook added is removed exactly once, by the waiter's run (on its
- * target, or on the thread where the target refused or dropped it),
- * before the record is freed and before fn is called. remove waits for a
- * fire of this hook in progress (which, if it lost, only reads `state`),
- * so no fire touches a freed record; and the run never holds the
- * semaphore's lock, so the fire it waits for can take it (remove under
- * that lock could deadlock). A run inline inside its own fire (a refused
- * target) gets false from remove at once. Completers never touch the
- * semaphore after their unlock, nor a record after posting it: a posted
- * continuation may run at once, release the last permit and destroy the
- * semaphore, or free its record.
+ * Every hook added is removed exactly once, before the record is freed
+ * and fn called. A fire that won from WAITING removes its own hook (from
+ * inside the fire, remove returns at once) before it posts. Otherwise the
+ * waiter's run removes it (on its target, or on the thread where the
+ * target refused or dropped it): remove waits for a fire of this hook in
+ * progress (one that lost reads only `state`; one that won from INIT
+ * returns right after its CAS), so no fire touches a freed record; and
+ * the run never holds the semaphore's lock, so the fire it waits for can
+ * take it (remove under that lock could deadlock). Completers never touch
+ * the semaphore after their unlock, nor a record after posting it: a
+ * posted continuation may run at once, release the last permit and
+ * destroy the semaphore, or free its record.
  */
 #include <stdatomic.h>
 
@@ -75,7 +76,7 @@
 enum { W_INIT = 1, W_WAITING = 2, W_TAKEN = 3 }; /* or < 0: the cause */
 
 struct waiter {
-    struct serex__op op; /* posted to its target as this op */
+    struct serex__op op;        /* posted to its target as this op */
     struct waiter *next, *prev; /* the FIFO (under lock), then a post list */
     serex_semaphore *sem;
     serex_executor *target;
@@ -100,8 +101,8 @@ struct serex_semaphore {
     _Atomic uint64_t avail;
     /* written under lock; read without it only as an early refusal */
     _Atomic bool closed;
-    uint64_t max;      /* never changes */
-    struct list queue; /* under lock: parked waiters, oldest first */
+    uint64_t max;          /* never changes */
+    struct list queue;     /* under lock: parked waiters, oldest first */
     struct serex__reg reg; /* serex_dump's list */
 };
 
@@ -182,7 +183,9 @@ static void waiter_dropped(struct serex__op *op, serex_pending_fn on_pending,
 }
 
 static const struct serex__op_class waiter_class = {
-    "semaphore continuation", waiter_run, waiter_dropped,
+    "semaphore continuation",
+    waiter_run,
+    waiter_dropped,
 };
 
 /* Posts a completed waiter; refused, it runs here (promise 2a). */
@@ -280,6 +283,10 @@ static void waiter_fire(struct serex__cancel_hook *h, int cause)
     list_unlink(&s->queue, w);
     sem_grant_locked(s, &posts); /* it may have held them back */
     serex__spin_unlock(&s->lock);
+    /* the record is ours alone now: its remove, from inside this fire,
+     * returns at once, and the run has none left to wait for */
+    (void)serex__cancel_hook_remove(w->token, h);
+    w->token = NULL;
     w->status = cause;
     post_all(&posts);
     waiter_post(w);
@@ -316,8 +323,8 @@ static void sem_describe(struct serex__reg *r, struct serex__dump *d)
     serex__dump_u64(d, "permits", s->max);
     serex__dump_u64(d, "available", sem_avail(s));
     /* relaxed: under the lock that orders its store */
-    serex__dump_bool(d, "closed", atomic_load_explicit(
-                                      &s->closed, memory_order_relaxed));
+    serex__dump_bool(d, "closed",
+                     atomic_load_explicit(&s->closed, memory_order_relaxed));
     serex__dump_u64(d, "waiting", describe_waiters(d, &s->queue));
     serex__spin_unlock(&s->lock);
 }

@@ -68,8 +68,7 @@ typedef void (*serex_permit_fn)(void *arg, int status);
  * Ownership: the caller owns the semaphore: serex_semaphore_destroy it.
  * Threads:   any thread.
  */
-SEREX_API int serex_semaphore_create(uint64_t permits,
-                                     serex_semaphore **out);
+SEREX_API int serex_semaphore_create(uint64_t permits, serex_semaphore **out);
 
 /*
  * serex_semaphore_acquire - post fn(arg, SEREX_OK) to @target once @n
