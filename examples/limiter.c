@@ -7,6 +7,8 @@
  * order they were queued, and the 17 waiting ones hold no thread, so
  * the pool's other 5 threads stay free for other work (here, 20 small jobs
  * submitted to the pool directly, which finish while downloads still wait).
+ * Then the server raises its allowance to 5: serex_limiter_set_max starts
+ * the waiting downloads at once, up to 5 running.
  * A download "transfers" by waiting 20 ms on an event nobody signals.
  */
 #include <serex/serex.h>
@@ -17,6 +19,7 @@
 
 #define DOWNLOADS 20
 #define AT_ONCE 3
+#define LATER 5    /* the allowance once the server raises it */
 #define MS 1000000 /* nanoseconds */
 
 static serex_event *never;      /* waited on with a timeout: 20 ms */
@@ -56,7 +59,7 @@ int main(void)
 {
     serex_pool_config cfg = {.threads = 8, .name = "example"};
     serex_executor *pool, *per_client;
-    int jobs_before_last_download;
+    int jobs_before_last_download, most_before;
 
     check(serex_event_create(&never), "event");
     check(serex_pool_create(&cfg, &pool), "pool");
@@ -69,15 +72,20 @@ int main(void)
     while (atomic_load(&jobs_done) < 20)
         (void)serex_event_wait(never, MS);
     jobs_before_last_download = atomic_load(&downloads_done) < DOWNLOADS;
+    most_before = atomic_load(&most);
+    /* the server now allows 5: waiting downloads start at once, up to 5 */
+    check(serex_limiter_set_max(per_client, LATER), "set_max");
+    printf("cap raised from %d to %u\n", AT_ONCE,
+           serex_limiter_max(per_client));
     check(serex_destroy(per_client), "destroy limiter"); /* waits for all */
     check(serex_destroy(pool), "destroy pool");
     serex_event_destroy(never);
-    printf("%d downloads, at most %d at once (limit %d) on 8 threads; "
-           "20 other jobs done %s\n",
-           atomic_load(&downloads_done), atomic_load(&most), AT_ONCE,
+    printf("%d downloads, at most %d at once (limit %d, then %d) on 8 "
+           "threads; 20 other jobs done %s\n",
+           atomic_load(&downloads_done), atomic_load(&most), AT_ONCE, LATER,
            jobs_before_last_download ? "meanwhile" : "after them");
     return atomic_load(&downloads_done) == DOWNLOADS &&
-                   atomic_load(&most) <= AT_ONCE
+                   most_before <= AT_ONCE && atomic_load(&most) <= LATER
                ? 0
                : 1;
 }

@@ -9,6 +9,11 @@
  * its 6th. A timer never fires early, so each retry starts at least its
  * backoff after the attempt that scheduled it: that is checked, with the
  * attempt counts and outcomes, never how late a timer was.
+ * Each operation also has a watchdog, a 30 s time-out that obeys the job's
+ * cancellation token; when the operation is over, its last attempt (a
+ * task: it must not block) cancels the watchdog with
+ * serex_timer_cancel_notify, whose notice comes only once the watchdog can
+ * no longer touch the operation (docs/scheduler.md, "Cancel and wait").
  * worker.c shows timers in order with other work, on a serial.
  */
 #include <serex/serex.h>
@@ -29,6 +34,7 @@ struct operation {         /* plain: one attempt at a time, each
     int64_t backoff_ns;    /* the next retry's delay */
     int64_t not_before;    /* the earliest the next retry may start */
     bool succeeded, early; /* early: a retry started before its backoff */
+    serex_timer *watchdog; /* the operation's time-out */
 };
 
 static struct operation ops[] = {{.name = "fetch-config", .failures = 3},
@@ -38,6 +44,7 @@ static struct operation ops[] = {{.name = "fetch-config", .failures = 3},
 static serex_scheduler *sched;
 static serex_executor *pool;
 static serex_event *done;
+static serex_cancel *job; /* the watchdogs obey it */
 static atomic_uint running = OPS;
 
 static void check(int status, const char *what)
@@ -46,6 +53,19 @@ static void check(int status, const char *what)
         fprintf(stderr, "timers: %s: %s\n", what, serex_strerror(status));
         exit(1);
     }
+}
+
+static void watchdog_fired(void *arg) /* 30 s: never, here */
+{
+    printf("timers: %s: timed out\n", ((struct operation *)arg)->name);
+}
+
+/* The watchdog is cancelled and can no longer touch the operation. */
+static void operation_over(void *arg)
+{
+    (void)arg;
+    if (atomic_fetch_sub_explicit(&running, 1, memory_order_acq_rel) == 1)
+        serex_event_signal(done); /* both operations are over */
 }
 
 static void attempt(void *arg)
@@ -70,8 +90,10 @@ static void attempt(void *arg)
               "schedule a retry");
         return;
     }
-    if (atomic_fetch_sub_explicit(&running, 1, memory_order_acq_rel) == 1)
-        serex_event_signal(done); /* both operations are over */
+    check(
+        serex_timer_cancel_notify(op->watchdog, pool, operation_over, op, NULL),
+        "cancel the watchdog");
+    serex_timer_release(op->watchdog);
 }
 
 int main(void)
@@ -87,11 +109,17 @@ int main(void)
     check(serex_pool_create(&cfg, &pool), "pool_create");
     check(serex_scheduler_create(&sc, &sched), "scheduler_create");
     check(serex_event_create(&done), "event_create");
+    check(serex_cancel_create(NULL, &job), "cancel_create");
     for (unsigned i = 0; i < OPS; i++) {
         ops[i].backoff_ns = SEREX_MS(1);
+        check(serex_schedule_token(sched, pool, SEREX_SEC(30), job,
+                                   watchdog_fired, &ops[i], &ops[i].watchdog),
+              "schedule a watchdog");
         check(serex_execute(pool, attempt, &ops[i]), "execute");
     }
     check(serex_event_wait(done, SEREX_SEC(30)), "wait for the operations");
+    serex_cancel_request(job, 0); /* the job is over: any timer left stops */
+    serex_cancel_release(job);
     /* The scheduler first (it feeds the pool), then the pool: every
      * attempt's writes are then visible here. */
     check(serex_destroy(serex_scheduler_executor(sched)), "destroy scheduler");

@@ -31,17 +31,18 @@ set -euo pipefail
 #                         layer); listed files that do not exist are ignored
 LAYERS='
 base        base        common_internal.h fatal.c version.c
-platform    platform    thread_unix.c thread_win.c thread_internal.h spinlock_internal.h alloc.c alloc_internal.h probe_internal.h probe.c
+platform    platform    thread_unix.c thread_win.c thread_internal.h cpus.c spinlock_internal.h alloc.c alloc_internal.h probe_internal.h probe.c
 core        core        executor.c executor_internal.h exec_class_internal.h
 core        core        op_internal.h future.c future_internal.h
 core        core        task_internal.h mpsc_internal.h await_internal.h life_internal.h
 core        core        stats_internal.h nodecache.c nodecache_internal.h
 core        core        park.c park_internal.h fork.c fork_internal.h cancel.c cancel_internal.h
 core        core        observe.c observe_internal.h ticks_internal.h trace.c trace_internal.h registry.c registry_internal.h histogram.c histogram_internal.h task_watch.c task_watch_internal.h
-components  pool        pool.c pool_internal.h pool_thread.c pool_types_internal.h pool_runq_internal.h pool_inject.c pool_local.c pool_idle.c pool_level.c pool_watch.c
+components  pool        pool.c pool_internal.h pool_thread.c pool_types_internal.h pool_runq_internal.h pool_inject.c pool_local.c pool_idle.c pool_level.c pool_watch.c pool_block.c pool_watchdog.c
 components  serial      serial.c serial_internal.h
 components  striped     striped.c striped_internal.h
 components  scheduler   scheduler.c scheduler_internal.h wheel.c wheel_internal.h
+components  scheduler   autoclock.c
 components  gate        gate.c gate_internal.h
 components  channel     channel.c channel_internal.h
 components  event       event.c event_internal.h latch.c

@@ -4,7 +4,7 @@
 # check_model.sh - check the serial executor's drain protocol, the pool's
 # park handshake and its per-worker run queues exhaustively with the spin
 # model checker (tests/model/serial_drain.pml, pool_park.pml,
-# pool_runq.pml and the others; what they model and what each property
+# pool_runq.pml, limiter_cap.pml and the others; what they model and what each property
 # means: tests/model/README.md).
 #
 # For each configuration below: spin -a generates the verifier (pan.c), cc
@@ -112,6 +112,11 @@ configs=(
     "threads-tmax3;pass;safety;-DTMAX=3;pool_threads.pml"
     "mut-threads-no-debt;invalid end state;safety;-DTMAX=2 -DMUT_NO_DEBT;pool_threads.pml"
     "mut-threads-no-rearm;assertion violated \\(held;safety;-DTMAX=2 -DMUT_NO_REARM;pool_threads.pml"
+    "threads-blocking;pass;safety;-DTMAX=2 -DBLOCKING;pool_threads.pml"
+    "threads-blocking-shut;pass;safety;-DTMAX=3 -DBLOCKING -DSHUT_EARLY;pool_threads.pml"
+    "mut-threads-no-begin-wake;invalid end state;safety;-DTMAX=2 -DBLOCKING -DMUT_NO_BEGIN_WAKE;pool_threads.pml"
+    "mut-threads-no-cap;invalid end state;safety;-DTMAX=2 -DBLOCKING -DMUT_NO_CAP;pool_threads.pml"
+    "mut-threads-no-shut-grow;invalid end state;safety;-DTMAX=2 -DBLOCKING -DSHUT_EARLY -DMUT_NO_SHUT_GROW;pool_threads.pml"
     "life-2p;pass;safety;-DNPROD=2;life.pml"
     "life-3p;pass;safety;-DNPROD=3;life.pml"
     "mut-life-hold-after-leave;assertion violated \\(freed;safety;-DNPROD=2 -DMUT_HOLD_AFTER_LEAVE;life.pml"
@@ -134,8 +139,18 @@ configs=(
     "sched-3t-per0-refuse-refire;pass;safety;-DNT=3 -DPER=0 -DREFUSE=1 -DREFIRE=1;sched_batch.pml"
     "mut-sched-link-after;assertion violated \\(freed;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_LINK_AFTER;sched_batch.pml"
     "mut-sched-cancel-frees;assertion violated \\(freed;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_CANCEL_FREES;sched_batch.pml"
-    "mut-sched-drop-no-state;assertion violated \\(\\(\\(\\(ran;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_DROP_NO_STATE;sched_batch.pml"
+    "mut-sched-drop-no-state;assertion violated \\(+ran;safety;-DNT=2 -DPER=2 -DREFUSE=1 -DMUT_DROP_NO_STATE;sched_batch.pml"
     "mut-sched-gather-held;assertion violated \\(freed;safety;-DNT=2 -DPER=2 -DMUT_GATHER_HELD;sched_batch.pml"
+    "sched-3t-per1-wait;pass;safety;-DNT=3 -DPER=1 -DWAITER=1;sched_batch.pml"
+    "sched-2t-per0-wait-refuse-refire;pass;safety;-DNT=2 -DPER=0 -DWAITER=1 -DREFUSE=1 -DREFIRE=1;sched_batch.pml"
+    "sched-3t-per1-token;pass;safety;-DNT=3 -DPER=1 -DTOKEN=1;sched_batch.pml"
+    "sched-2t-per0-token-refuse-refire;pass;safety;-DNT=2 -DPER=0 -DTOKEN=1 -DREFUSE=1 -DREFIRE=1;sched_batch.pml"
+    "sched-2t-per0-wait-token;pass;safety;-DNT=2 -DPER=0 -DWAITER=1 -DTOKEN=1;sched_batch.pml"
+    "mut-sched-stopping-idle;assertion violated +!\\(inprog;safety;-DNT=2 -DPER=0 -DWAITER=1 -DMUT_STOPPING_IDLE;sched_batch.pml"
+    "mut-sched-no-wake;invalid end state;safety;-DNT=2 -DPER=0 -DWAITER=1 -DMUT_NO_WAKE;sched_batch.pml"
+    "mut-sched-notify-split;assertion violated \\(+notified;safety;-DNT=2 -DPER=1 -DWAITER=1 -DMUT_NOTIFY_SPLIT;sched_batch.pml"
+    "mut-sched-free-hooked;assertion violated \\(freed;safety;-DNT=2 -DPER=0 -DTOKEN=1 -DMUT_FREE_HOOKED;sched_batch.pml"
+    "mut-sched-fire-frees-held;assertion violated \\(freed;safety;-DNT=2 -DPER=0 -DTOKEN=1 -DMUT_FIRE_FREES_HELD;sched_batch.pml"
     "trace-ring;pass;safety;-DNTHR=3 -DNREC=2 -DNR1=2 -DNR2=1;trace_ring.pml"
     "trace-ring-2t3r;pass;safety;-DNTHR=2 -DNREC=3 -DNR1=2 -DNR2=2;trace_ring.pml"
     "trace-ring-2t-1ring;pass;safety;-DNTHR=2 -DNREC=2 -DNR1=1 -DNR2=2;trace_ring.pml"
@@ -158,6 +173,21 @@ configs=(
     "mut-registry-pin-cursor;assertion violated +!\\(\\(r>=;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DMUT_PIN_CURSOR;registry_pin.pml"
     "mut-registry-no-cursor;assertion violated \\(+p==0;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DMUT_NO_CURSOR;registry_pin.pml"
     "mut-registry-fork-keep-pins;assertion violated \\(+cpi;safety;-DNDUMP=2 -DNOWN=2 -DNSTAY=1 -DFORK=1 -DMUT_FORK_KEEP_PINS;registry_pin.pml"
+    "cancel-2req;pass;safety;-DNREQ=2;cancel_reg.pml"
+    "cancel-3req;pass;safety;-DNREQ=3;cancel_reg.pml"
+    "cancel-inside-2req;pass;safety;-DNREQ=2 -DINSIDE=1;cancel_reg.pml"
+    "cancel-inside-3req;pass;safety;-DNREQ=3 -DINSIDE=1;cancel_reg.pml"
+    "mut-cancel-no-running-wait;assertion violated \\(\\(frees;safety;-DNREQ=2 -DMUT_NO_RUNNING_WAIT;cancel_reg.pml"
+    "mut-cancel-free-before-done;assertion violated  !\\(freed;safety;-DNREQ=2 -DMUT_FREE_BEFORE_DONE;cancel_reg.pml"
+    "mut-cancel-runner-no-unreg;assertion violated \\(\\(frees;safety;-DNREQ=2 -DINSIDE=1 -DMUT_RUNNER_NO_UNREG;cancel_reg.pml"
+    "limiter-cap-lower;pass;safety;-DNPROD=2 -DNTASK=2 -DCAP0=3 -DCAP1=1;limiter_cap.pml"
+    "limiter-cap-raise;pass;safety;-DNPROD=2 -DNTASK=2 -DCAP0=1 -DCAP1=3;limiter_cap.pml"
+    "limiter-cap-raise-lower;pass;safety;-DNPROD=2 -DNTASK=2 -DCAP0=1 -DCAP1=3 -DCAP2=1;limiter_cap.pml"
+    "limiter-cap-lower-raise;pass;safety;-DNPROD=2 -DNTASK=2 -DCAP0=3 -DCAP1=1 -DCAP2=2;limiter_cap.pml"
+    "limiter-cap-3p-lower;pass;safety;-DNPROD=3 -DNTASK=1 -DCAP0=2 -DCAP1=1;limiter_cap.pml"
+    "mut-limiter-shed-last;assertion violated \\(+\\(+Q==0;safety;-DNPROD=2 -DNTASK=2 -DCAP0=3 -DCAP1=1 -DMUT_SHED_LAST;limiter_cap.pml"
+    "mut-limiter-no-peak;assertion violated \\(running<=cap;safety;-DNPROD=2 -DNTASK=2 -DCAP0=1 -DCAP1=3 -DCAP2=1 -DMUT_NO_PEAK;limiter_cap.pml"
+    "mut-limiter-cap-unlocked;assertion violated \\(running<=cap;safety;-DNPROD=2 -DNTASK=2 -DCAP0=3 -DCAP1=1 -DMUT_CAP_UNLOCKED;limiter_cap.pml"
     "sem-2w-cancel;pass;safety;-DNW=2;semaphore.pml"
     "sem-2w-close-refuse;pass;safety;-DNW=2 -DCLOSE=1 -DREFUSE=1 -DTOKMASK=3;semaphore.pml"
     "sem-3w-cancel;pass;safety;-DNW=3;semaphore.pml"
@@ -188,7 +218,7 @@ ensure_spin
 cc=${CC:-$(command -v gcc || echo cc)}
 command -v "$cc" >/dev/null 2>&1 ||
     { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
-for m in serial_drain.pml pool_park.pml pool_park_slot.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml trace_ring.pml registry_pin.pml semaphore.pml; do
+for m in serial_drain.pml pool_park.pml pool_park_slot.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml trace_ring.pml registry_pin.pml limiter_cap.pml semaphore.pml; do
     [ -r "$models/$m" ] || { echo "check_model.sh: $models/$m is missing" >&2; exit 2; }
 done
 

@@ -40,14 +40,14 @@
  *
  * --- a registration (serex_cancel_on_cancel) ---
  * A hook whose fire posts an op (fn, arg) to its target. Its state word:
- * ARMED until fired, POSTED from fire (or from on_cancel when the token
- * was cancelled already) until fn has returned, then DONE. unregister
+ * REG_ARMED until fired, REG_POSTED from fire (or from on_cancel when the token
+ * was cancelled already) until fn has returned, then REG_DONE. unregister
  * removes the hook: true, it never fires: free. Else it fired: unless the
  * caller is the thread running fn (the `reg_running` thread local), it
- * waits for DONE (parking on the word, WAITERS bit set), then frees. From
- * inside fn it sets UNREG and returns false; the runner sees UNREG when
- * it moves to DONE and frees it. The runner's DONE exchange and
- * unregister's UNREG (or WAITERS) CAS are on one word: exactly one of
+ * waits for REG_DONE (parking on the word, REG_WAITERS bit set), then frees. From
+ * inside fn it sets REG_UNREG and returns false; the runner sees REG_UNREG when
+ * it moves to REG_DONE and frees it. The runner's REG_DONE exchange and
+ * unregister's REG_UNREG (or REG_WAITERS) CAS are on one word: exactly one of
  * them sees the other, so the record is freed once, by the last one.
  */
 #include <stdatomic.h>
@@ -322,12 +322,12 @@ void serex_cancel_release(serex_cancel *c)
 /* --- registrations --- */
 
 enum {
-    ARMED = 0,
-    POSTED = 1,
-    DONE = 2,
-    STATE_MASK = 3,
-    WAITERS = 4,
-    UNREG = 8
+    REG_ARMED = 0,
+    REG_POSTED = 1,
+    REG_DONE = 2,
+    REG_STATE = 3,
+    REG_WAITERS = 4,
+    REG_UNREG = 8
 };
 
 struct serex_cancel_reg {
@@ -356,12 +356,12 @@ static void reg_run(struct serex__op *op)
     r->fn(r->arg);
     reg_running = outer;
     /* acq_rel: the release publishes fn's writes to a waiting unregister
-     * (its acquire load of DONE); the acquire orders an inner
-     * unregister's UNREG before our free */
-    old = atomic_exchange_explicit(&r->state, DONE, memory_order_acq_rel);
-    if (old & UNREG)
+     * (its acquire load of REG_DONE); the acquire orders an inner
+     * unregister's REG_UNREG before our free */
+    old = atomic_exchange_explicit(&r->state, REG_DONE, memory_order_acq_rel);
+    if (old & REG_UNREG)
         serex__free(r); /* unregistered from inside fn: ours to free */
-    else if (old & WAITERS)
+    else if (old & REG_WAITERS)
         serex__park_wake_all(&r->state);
 }
 
@@ -390,9 +390,9 @@ static void reg_fire(struct serex__cancel_hook *h, int cause)
     serex_cancel_reg *r = serex__container_of(h, serex_cancel_reg, hook);
 
     (void)cause; /* fn asks serex_cancel_cause */
-    /* relaxed: only this fire moves ARMED to POSTED; unregister waits
+    /* relaxed: only this fire moves REG_ARMED to REG_POSTED; unregister waits
      * for the fire (the token's `running`) before it reads the word */
-    atomic_store_explicit(&r->state, POSTED, memory_order_relaxed);
+    atomic_store_explicit(&r->state, REG_POSTED, memory_order_relaxed);
     reg_post(r);
 }
 
@@ -415,11 +415,11 @@ int serex_cancel_on_cancel(serex_cancel *c, serex_executor *target, serex_fn fn,
     r->target = target;
     r->fn = fn;
     r->arg = arg;
-    atomic_init(&r->state, ARMED);
+    atomic_init(&r->state, REG_ARMED);
     *reg = r; /* before the post: fn may unregister it */
     r->hooked = serex__cancel_hook_add(c, &r->hook) == 0;
     if (!r->hooked) { /* cancelled already: post from here */
-        atomic_init(&r->state, POSTED);
+        atomic_init(&r->state, REG_POSTED);
         reg_post(r);
     }
     return SEREX_OK;
@@ -431,16 +431,16 @@ static void reg_settle(serex_cancel_reg *r)
     /* acquire: pairs with the runner's exchange (fn's writes) */
     uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
 
-    while ((s & STATE_MASK) != DONE) {
-        uint32_t mark = reg_running == r ? UNREG : WAITERS;
+    while ((s & REG_STATE) != REG_DONE) {
+        uint32_t mark = reg_running == r ? REG_UNREG : REG_WAITERS;
 
         /* acq_rel: our mark is seen by the runner's exchange, or we see
-         * DONE (then acquire fn's writes) */
+         * REG_DONE (then acquire fn's writes) */
         if (!atomic_compare_exchange_weak_explicit(&r->state, &s, s | mark,
                                                    memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;
-        if (mark == UNREG)
+        if (mark == REG_UNREG)
             return; /* the runner frees it once fn returns */
         serex__park_wait(&r->state, s | mark, INT64_MAX);
         s = atomic_load_explicit(&r->state, memory_order_acquire);

@@ -22,12 +22,18 @@
  * the canceller drops the timer side. Otherwise the run (or the drop) is
  * under way and drops it. The hook is removed once: `unhooked` is
  * exchanged by the fire and by the timer's end; the first removes it.
+ *
+ * A future's deadline (serex_future_deadline) is a token of its own with
+ * such a deadline, linked to the future so that it ends the future even
+ * while its call runs; the link owns the token and cancels it once the
+ * future has ended, which stops the timer.
  */
 #include <stdatomic.h>
 
 #include "alloc_internal.h"
 #include "cancel_internal.h"
 #include "common_internal.h"
+#include "future_internal.h"
 #include "op_internal.h"
 #include "serex/scheduler.h"
 
@@ -153,4 +159,24 @@ int serex_cancel_deadline(serex_cancel *c, serex_scheduler *s, int64_t delay_ns)
         deadline_stop(d, t); /* the token was cancelled meanwhile */
     deadline_unref(d);
     return SEREX_OK;
+}
+
+int serex_future_deadline(serex_future *f, serex_scheduler *s, int64_t delay_ns)
+{
+    serex_cancel *tok;
+    int rc;
+
+    if (f == NULL || s == NULL || delay_ns < 0)
+        return SEREX_EINVAL;
+    rc = serex_cancel_create(NULL, &tok);
+    if (rc != SEREX_OK)
+        return rc;
+    rc = serex_cancel_deadline(tok, s, delay_ns);
+    if (rc == SEREX_OK)
+        rc = serex__future_bind(f, tok, true, true); /* owns tok */
+    if (rc != SEREX_OK) {
+        serex_cancel_request(tok, 0); /* stops an armed timer */
+        serex_cancel_release(tok);
+    }
+    return rc;
 }

@@ -61,6 +61,7 @@
 #include <string.h> /* memset */
 
 #include "common_internal.h"
+#include "cancel_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"
 #include "op_internal.h"
@@ -234,18 +235,41 @@ void serex__room_wake(void)
     room_bump();
 }
 
-/* Sleeps until @until (monotonic): nobody changes the word. */
-static void room_nap(int64_t until)
+/* Sleeps until @until (monotonic), or until @poke changes from 0 (a
+ * token's hook, serex_execute_wait_token). */
+static void room_nap(_Atomic uint32_t *poke, int64_t until)
 {
-    _Atomic uint32_t never = 0;
+    while (serex__park_wait(poke, 0, until) != SEREX_ETIMEDOUT)
+        /* relaxed: the cause is read with acquire by the loop */
+        if (atomic_load_explicit(poke, memory_order_relaxed) != 0)
+            return; /* poked */
+    /* else another word's wake-up shares the bucket: sleep on */
+}
 
-    while (serex__park_wait(&never, 0, until) != SEREX_ETIMEDOUT)
-        ; /* another word's wake-up shares the bucket: sleep on */
+/* The wait's token, if any: its hook pokes the nap word and bumps the
+ * room's generation, so that either sleep ends. */
+struct room_token {
+    struct serex__cancel_hook hook;
+    const serex_cancel *tok;
+    _Atomic uint32_t poke;
+};
+
+static void room_token_fire(struct serex__cancel_hook *h, int cause)
+{
+    struct room_token *t = serex__container_of(h, struct room_token, hook);
+
+    (void)cause;
+    /* relaxed: the waiter re-reads the cause with acquire; the word only
+     * has to change for its park to return */
+    atomic_store_explicit(&t->poke, 1, memory_order_relaxed);
+    serex__park_wake_all(&t->poke);
+    room_bump(); /* wakes every room waiter: they look, and sleep on */
 }
 
 /* The last try said SEREX_EFULL: wait and try again until it says
- * anything else or @deadline passes. */
-static int room_wait(int (*try_fn)(void *), void *ctx, int64_t deadline)
+ * anything else, @deadline passes or @t's token is cancelled. */
+static int room_wait(int (*try_fn)(void *), void *ctx, int64_t deadline,
+                     struct room_token *t)
 {
     int64_t nap = ROOM_NAP_MIN_NS;
     bool counted = false;
@@ -254,13 +278,18 @@ static int room_wait(int (*try_fn)(void *), void *ctx, int64_t deadline)
 
     while (rc == SEREX_EFULL) {
         int64_t now = serex__now_ns();
+        int cause = t->tok != NULL ? serex_cancel_cause(t->tok) : 0;
 
+        if (cause != 0) {
+            rc = cause;
+            break;
+        }
         if (now >= deadline) {
             rc = SEREX_ETIMEDOUT;
             break;
         }
         if (!room_signalled) { /* no signal will come: sleep, then retry */
-            room_nap(deadline - now > nap ? now + nap : deadline);
+            room_nap(&t->poke, deadline - now > nap ? now + nap : deadline);
             nap = nap < ROOM_NAP_MAX_NS / 2 ? nap * 2 : ROOM_NAP_MAX_NS;
         } else if (!counted) {
             /* seq_cst: counted before the try below looks for room, so
@@ -283,9 +312,11 @@ static int room_wait(int (*try_fn)(void *), void *ctx, int64_t deadline)
     return rc;
 }
 
-int serex__execute_wait(serex_executor *ex, int (*try_fn)(void *ctx), void *ctx,
-                        int64_t timeout_ns)
+/* serex__execute_wait with an optional @tok (see serex_execute_wait_token). */
+static int execute_wait_tok(serex_executor *ex, int (*try_fn)(void *ctx),
+                            void *ctx, int64_t timeout_ns, serex_cancel *tok)
 {
+    struct room_token t = {{NULL, NULL, room_token_fire}, tok, 0};
     int rc;
 
     /* Before the first try, not after a SEREX_EFULL: the call that could
@@ -302,7 +333,20 @@ int serex__execute_wait(serex_executor *ex, int (*try_fn)(void *ctx), void *ctx,
         return rc;
     if (timeout_ns == 0)
         return SEREX_ETIMEDOUT;
-    return room_wait(try_fn, ctx, serex__deadline(timeout_ns));
+    if (tok == NULL)
+        return room_wait(try_fn, ctx, serex__deadline(timeout_ns), &t);
+    rc = serex__cancel_hook_add(tok, &t.hook);
+    if (rc != 0)
+        return rc; /* cancelled already */
+    rc = room_wait(try_fn, ctx, serex__deadline(timeout_ns), &t);
+    serex__cancel_hook_remove(tok, &t.hook);
+    return rc;
+}
+
+int serex__execute_wait(serex_executor *ex, int (*try_fn)(void *ctx), void *ctx,
+                        int64_t timeout_ns)
+{
+    return execute_wait_tok(ex, try_fn, ctx, timeout_ns, NULL);
 }
 
 /* --- internal operations and classes --- */
@@ -436,6 +480,16 @@ int serex_execute_wait(serex_executor *ex, serex_fn fn, void *arg,
     if (!executor_valid(ex) || fn == NULL || !serex__timeout_valid(timeout_ns))
         return SEREX_EINVAL;
     return serex__execute_wait(ex, execute_call_try, &c, timeout_ns);
+}
+
+int serex_execute_wait_token(serex_executor *ex, serex_fn fn, void *arg,
+                             int64_t timeout_ns, serex_cancel *token)
+{
+    struct execute_call c = {ex, fn, arg};
+
+    if (!executor_valid(ex) || fn == NULL || !serex__timeout_valid(timeout_ns))
+        return SEREX_EINVAL;
+    return execute_wait_tok(ex, execute_call_try, &c, timeout_ns, token);
 }
 
 void serex_shutdown(serex_executor *ex)

@@ -12,20 +12,26 @@
  * source's continuation list and then be queued as its own task.
  *
  * --- state: one future's life ---
- * PENDING -> RUNNING -> DONE, or PENDING -> CANCELLED; plus a WAITERS bit
- * set by a waiter before it parks, and a KEYED bit set at creation (the
- * key field is valid) and kept until the future ends.
+ * PENDING -> RUNNING -> DONE, or PENDING -> FAILED, or RUNNING -> FAILED
+ * (a deadline, or an error the call set); FAILED carries its code in the
+ * top 16 bits (SEREX_ECANCELED for a cancel). Plus a WAITERS bit set by a
+ * waiter before it parks, a KEYED bit set at creation (the key field is
+ * valid) and kept until the future ends, PROMISE for a future with no
+ * task (serex_promise_create), and POKE, flipped by a token to wake a
+ * serex_future_wait_token.
  *   - the task (future_call) moves PENDING -> RUNNING by CAS; if it finds
- *     CANCELLED it runs nothing. So cancel and start race on one CAS and
+ *     FAILED it runs nothing. So cancel and start race on one CAS and
  *     exactly one wins: serex_future_cancel returns true only if the task
  *     had not started and never will.
- *   - the task publishes the value, then exchanges the state to DONE with
- *     release; a waiter's acquire load of DONE sees the value and every
- *     write of the task.
- *   - whoever ends the future (DONE or CANCELLED: the "ender", exactly
- *     one) wakes the parking lot if the WAITERS bit was set (see
- *     park_internal.h for why none is lost), then settles the
- *     continuations (below).
+ *   - the task publishes the value, then CASes RUNNING to DONE (or to
+ *     FAILED with the error it set) with release; a waiter's acquire load
+ *     of DONE sees the value and every write of the task. If a deadline
+ *     ended it first (RUNNING -> FAILED, serex__future_fail), the CAS
+ *     finds FAILED and the value is dropped: the deadline was the ender.
+ *   - whoever ends the future (the "ender", exactly one: the CAS that left
+ *     PENDING or RUNNING for an end) wakes the parking lot if the WAITERS
+ *     bit was set (see park_internal.h for why none is lost), then settles
+ *     the continuations (below).
  *
  * --- conts: the continuation list, demystified ---
  * serex_future_on_done and serex_future_then add a record (struct cont) to
@@ -99,6 +105,8 @@
 
 #include "common_internal.h"
 #include "executor_internal.h"
+#include "alloc_internal.h"
+#include "cancel_internal.h"
 #include "future_internal.h"
 #include "nodecache_internal.h"
 #include "op_internal.h"
@@ -109,11 +117,26 @@ enum {
     PENDING = 0,
     RUNNING = 1,
     DONE = 2,
-    CANCELLED = 3,
+    FAILED = 3, /* cancelled, or an error: the code is in ERR_SHIFT */
     STATE_MASK = 3,
     WAITERS = 4,
-    KEYED = 8
+    KEYED = 8,
+    PROMISE = 16, /* no task: ended by serex_future_complete or _fail */
+    POKE = 32,    /* flipped by a token to wake serex_future_wait_token */
+    ERR_SHIFT = 16
 };
+
+/* A FAILED state word with @code (SEREX_ERROR_MIN .. -1). */
+static uint32_t failed_with(int code)
+{
+    return FAILED | (uint32_t)-code << ERR_SHIFT;
+}
+
+/* The code of a FAILED state word. */
+static int state_error(uint32_t s)
+{
+    return -(int)(s >> ERR_SHIFT);
+}
 
 #define REF_TASK 1u                 /* a task's (or a settler's) reference */
 #define REF_HANDLE (UINT32_C(1) << 31) /* the caller's */
@@ -161,7 +184,21 @@ static struct cont conts_posting, conts_closed;
 #define POSTING (&conts_posting)
 #define CLOSED (&conts_closed)
 
-static const struct serex__op_class future_class, then_class, on_done_class;
+static const struct serex__op_class future_class, then_class, on_done_class,
+    watch_class;
+
+/*
+ * A watch: serex's own record on a continuation list (a token's link, a
+ * combinator's input), called inline by whoever settles the future, with
+ * its end state @s. Never queued: its class has no run. It may end other
+ * futures: it pushes each, with a task reference, on @more.
+ */
+struct ended;
+struct watch {
+    struct cont c;
+    void (*fn)(struct watch *w, serex_future *x, uint32_t s,
+               struct ended *more);
+};
 
 /* Futures ended while settling, still to settle: a FIFO linked through
  * c.next (each is off its source's list); each holds a task reference. */
@@ -202,52 +239,103 @@ static void future_check_handle(const serex_future *f, const char *call)
 
 /* --- ending a future --- */
 
-/* Ends a PENDING future as cancelled; false if it had left PENDING. The
- * caller settles it if true. */
-static bool future_cancel_pending(serex_future *f)
+/* Ends @f with @code if it is PENDING (or RUNNING, with @running_too:
+ * a deadline ends a future whose call still runs; the call's value is
+ * then dropped); false if it had ended, or was RUNNING without
+ * @running_too. The caller settles it if true. */
+static bool future_fail_state(serex_future *f, int code, bool running_too)
 {
     /* relaxed: a first guess for the CAS */
     uint32_t s = atomic_load_explicit(&f->state, memory_order_relaxed);
 
     do {
-        if ((s & STATE_MASK) != PENDING)
+        uint32_t st = s & STATE_MASK;
+
+        if (st != PENDING && !(running_too && st == RUNNING))
             return false;
         /* acq_rel: the release publishes the end to waiters (their
          * acquire load); the acquire orders the WAITERS read */
     } while (!atomic_compare_exchange_weak_explicit(
-        &f->state, &s, CANCELLED, memory_order_acq_rel, memory_order_relaxed));
+        &f->state, &s, failed_with(code), memory_order_acq_rel,
+        memory_order_relaxed));
     if (s & WAITERS)
         serex__park_wake_all(&f->state);
     return true;
 }
 
-/* Runs the call unless cancelled first. true if it ran: the future is
- * DONE and its waiters are woken; the caller settles it. */
+static bool future_cancel_pending(serex_future *f)
+{
+    return future_fail_state(f, SEREX_ECANCELED, false);
+}
+
+/* The future whose call runs on this thread, and the error it set
+ * (serex_future_set_error); saved and restored around each call. */
+static SEREX__THREAD_LOCAL serex_future *future_running;
+static SEREX__THREAD_LOCAL int future_running_error;
+static SEREX__THREAD_LOCAL int future_last_error; /* the last call's */
+
+int serex__future_take_error(void)
+{
+    int err = future_last_error;
+
+    future_last_error = 0;
+    return err;
+}
+
+/* Calls fn(arg) as @f's call; the error it set, or 0. */
+static int future_invoke(serex_future *f)
+{
+    serex_future *outer = future_running;
+    int outer_error = future_running_error;
+    int err;
+
+    future_running = f;
+    future_running_error = 0;
+    f->value = f->fn(f->arg); /* fn is read before value overwrites it */
+    err = future_running_error;
+    future_last_error = err;
+    future_running = outer;
+    future_running_error = outer_error;
+    return err;
+}
+
+/* Runs the call unless cancelled first. true if it ran and ended the
+ * future (DONE, or FAILED with the error the call set): its waiters are
+ * woken; the caller settles it. false if it never ran, or a deadline
+ * ended the future while it ran (the deadline settled it). */
 static bool future_call(serex_future *f)
 {
     /* relaxed: a first guess for the CAS */
     uint32_t s = atomic_load_explicit(&f->state, memory_order_relaxed);
-    uint32_t old;
+    uint32_t end;
+    int err;
 
     /*
      * relaxed: the executor (or the settler that runs it inline) already
      * ordered the submission before this run, so the CAS only has to
      * decide the race with cancel, which the single modification order of
-     * the word does. Keeps WAITERS and KEYED: a wait from inside the call
-     * still needs its key.
+     * the word does. Keeps WAITERS, KEYED and POKE: a wait from inside
+     * the call still needs its key.
      */
     do {
-        if ((s & STATE_MASK) == CANCELLED)
+        if ((s & STATE_MASK) == FAILED)
             return false; /* cancelled: the call never runs */
         SEREX_ASSERT((s & STATE_MASK) == PENDING);
     } while (!atomic_compare_exchange_weak_explicit(
-        &f->state, &s, (s & (WAITERS | KEYED)) | RUNNING,
+        &f->state, &s, (s & (WAITERS | KEYED | POKE)) | RUNNING,
         memory_order_relaxed, memory_order_relaxed));
-    f->value = f->fn(f->arg); /* fn is read before value overwrites it */
+    err = future_invoke(f);
+    end = err != 0 ? failed_with(err) : DONE;
     /* release: publishes value and the call's writes (pairs with the
-     * acquire loads in serex_future_wait and serex_future_value) */
-    old = atomic_exchange_explicit(&f->state, DONE, memory_order_release);
-    if (old & WAITERS)
+     * acquire loads in serex_future_wait and serex_future_value); a
+     * deadline may have ended it meanwhile (FAILED): then it stays so */
+    s = atomic_load_explicit(&f->state, memory_order_relaxed);
+    do {
+        if ((s & STATE_MASK) != RUNNING)
+            return false; /* a deadline ended it: its value is dropped */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &f->state, &s, end, memory_order_release, memory_order_relaxed));
+    if (s & WAITERS)
         serex__park_wake_all(&f->state);
     return true;
 }
@@ -289,12 +377,18 @@ static void cont_dispatch(struct cont *c, serex_future *x, struct ended *more)
             on_done_run(&c->op); /* refused: run here (promise 2a) */
         return;
     }
+    if (c->op.cls == &watch_class) { /* serex's own: runs here, inline */
+        struct watch *w = serex__container_of(c, struct watch, c);
+
+        w->fn(w, x, s, more);
+        return;
+    }
     g = serex__container_of(c, serex_future, c);
     if ((s & STATE_MASK) == DONE) {
         /* relaxed: a hint only (a cancelled g needs no post); the CAS in
          * future_call decides */
         if ((atomic_load_explicit(&g->state, memory_order_relaxed) &
-             STATE_MASK) != CANCELLED) {
+             STATE_MASK) != FAILED) {
             g->arg = x->value; /* the call's argument: the source's value */
             if (serex__op_submit(c->target, &c->op) == SEREX_OK)
                 return; /* its reference passes to the queued task */
@@ -303,8 +397,8 @@ static void cont_dispatch(struct cont *c, serex_future *x, struct ended *more)
                 return;
             }
         }
-    } else if (future_cancel_pending(g)) { /* cancellation passes down */
-        ended_push(more, g);
+    } else if (future_fail_state(g, state_error(s), false)) {
+        ended_push(more, g); /* cancellation and errors pass down */
         return;
     }
     future_unref(g); /* cancelled by its holder, who settled it */
@@ -461,6 +555,9 @@ static const struct serex__op_class then_class = {
 static const struct serex__op_class on_done_class = {
     "future continuation", on_done_run, on_done_dropped,
 };
+static const struct serex__op_class watch_class = {
+    "future watch", NULL, NULL, /* never queued */
+};
 
 static serex_future *future_new(const struct serex__op_class *cls,
                                 serex_executor *ex, const uint64_t *key,
@@ -530,25 +627,28 @@ static bool future_behind(const serex_future *f, uint32_t s)
     return serex__frame_behind(f->c.target, (s & KEYED) ? &f->key : NULL);
 }
 
-int serex_future_wait(serex_future *f, int64_t timeout_ns)
+/* The wait: until @f ends, the time runs out, or @token (if not NULL) is
+ * cancelled (its hook changes the word we park on). */
+static int future_wait_or(serex_future *f, int64_t timeout_ns,
+                          const serex_cancel *token)
 {
     int64_t deadline = INT64_MAX;
 
-    if (f == NULL || !serex__timeout_valid(timeout_ns))
-        return SEREX_EINVAL;
-    future_check_handle(f, "serex_future_wait");
     if (timeout_ns > 0)
         deadline = serex__deadline(timeout_ns);
     for (bool first = true;; first = false) {
         /* acquire: pairs with the release that ends the future */
         uint32_t s = atomic_load_explicit(&f->state, memory_order_acquire);
+        int cause;
 
         if ((s & STATE_MASK) == DONE)
             return SEREX_OK;
-        if ((s & STATE_MASK) == CANCELLED)
-            return SEREX_ECANCELED;
+        if ((s & STATE_MASK) == FAILED)
+            return state_error(s);
         if (first && future_behind(f, s))
             return SEREX_EDEADLK; /* it could never end while we wait */
+        if (token != NULL && (cause = serex_cancel_cause(token)) != 0)
+            return cause;
         if (timeout_ns == 0)
             return SEREX_ETIMEDOUT;
         /* relaxed: the mark only asks the ender to wake the lot; the park
@@ -562,6 +662,14 @@ int serex_future_wait(serex_future *f, int64_t timeout_ns)
             SEREX_ETIMEDOUT)
             timeout_ns = 0; /* one last look, then ETIMEDOUT */
     }
+}
+
+int serex_future_wait(serex_future *f, int64_t timeout_ns)
+{
+    if (f == NULL || !serex__timeout_valid(timeout_ns))
+        return SEREX_EINVAL;
+    future_check_handle(f, "serex_future_wait");
+    return future_wait_or(f, timeout_ns, NULL);
 }
 
 void *serex_future_value(serex_future *f)
@@ -633,6 +741,12 @@ void serex_future_release(serex_future *f)
 
     if (f == NULL)
         return;
+    /* A promise never completed is broken: no one else can end it, so its
+     * continuations and chained futures get SEREX_ECANCELED now. relaxed:
+     * PROMISE never changes; the CAS in future_fail_state decides. */
+    if ((atomic_load_explicit(&f->state, memory_order_relaxed) & PROMISE) &&
+        (atomic_load_explicit(&f->refs, memory_order_relaxed) & REF_HANDLE))
+        serex__future_fail(f, SEREX_ECANCELED, false);
     /* acq_rel: as future_unref (the last holder frees) */
     old = atomic_fetch_and_explicit(&f->refs, ~REF_HANDLE,
                                     memory_order_acq_rel);
@@ -640,4 +754,417 @@ void serex_future_release(serex_future *f)
         serex__misuse("serex_future_release", "future released twice");
     if (old == REF_HANDLE)
         future_free(f);
+}
+
+/* --- errors and promises --- */
+
+int serex_future_set_error(int err)
+{
+    if (err >= 0 || err < SEREX_ERROR_MIN || future_running == NULL)
+        return SEREX_EINVAL;
+    future_running_error = err;
+    return SEREX_OK;
+}
+
+int serex_future_error(serex_future *f)
+{
+    uint32_t s;
+
+    if (f == NULL)
+        return 0;
+    future_check_handle(f, "serex_future_error");
+    /* acquire: as serex_future_wait */
+    s = atomic_load_explicit(&f->state, memory_order_acquire);
+    return (s & STATE_MASK) == FAILED ? state_error(s) : 0;
+}
+
+int serex_promise_create(serex_future **out)
+{
+    serex_future *f;
+
+    if (out == NULL)
+        return SEREX_EINVAL;
+    *out = f = future_new(&future_class, NULL, NULL, NULL, NULL);
+    if (f == NULL)
+        return SEREX_ENOMEM;
+    atomic_init(&f->state, PENDING | PROMISE);
+    atomic_init(&f->refs, REF_HANDLE); /* no task: the handle ends it */
+    return SEREX_OK;
+}
+
+/* Ends @f (no task runs it) with @value, as a task would: claims it
+ * (PENDING -> RUNNING, so no cancel or second end can overlap the value's
+ * write), writes the value, publishes DONE. true if it ended it: the
+ * caller settles it. */
+static bool future_finish(serex_future *f, void *value)
+{
+    /* relaxed: a first guess for the CAS */
+    uint32_t s = atomic_load_explicit(&f->state, memory_order_relaxed);
+
+    do {
+        if ((s & STATE_MASK) != PENDING)
+            return false;
+        /* relaxed: only decides who writes the value; the release below
+         * publishes it */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &f->state, &s, (s & ~(uint32_t)STATE_MASK) | RUNNING,
+        memory_order_relaxed, memory_order_relaxed));
+    f->value = value;
+    s = atomic_load_explicit(&f->state, memory_order_relaxed);
+    do {
+        if ((s & STATE_MASK) != RUNNING)
+            return false; /* a deadline ended it meanwhile */
+        /* release: the value and the completer's writes, to waiters */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &f->state, &s, DONE, memory_order_release, memory_order_relaxed));
+    if (s & WAITERS)
+        serex__park_wake_all(&f->state);
+    return true;
+}
+
+/* Settles @f, just ended by the caller, holding a reference meanwhile
+ * (a continuation run inline may release the last other one). */
+static void future_settle_held(serex_future *f)
+{
+    /* relaxed: the caller's hold keeps f alive while we take this */
+    atomic_fetch_add_explicit(&f->refs, REF_TASK, memory_order_relaxed);
+    future_settle(f);
+    future_unref(f);
+}
+
+static bool promise_check(serex_future *f, const char *call)
+{
+    if (f == NULL)
+        return false;
+    future_check_handle(f, call);
+    /* relaxed: PROMISE is set at creation and never changes */
+    return (atomic_load_explicit(&f->state, memory_order_relaxed) & PROMISE) !=
+           0;
+}
+
+bool serex_future_complete(serex_future *f, void *value)
+{
+    if (!promise_check(f, "serex_future_complete") || !future_finish(f, value))
+        return false;
+    future_settle_held(f);
+    return true;
+}
+
+bool serex_future_fail(serex_future *f, int err)
+{
+    if (err >= 0 || err < SEREX_ERROR_MIN ||
+        !promise_check(f, "serex_future_fail") ||
+        !future_fail_state(f, err, false))
+        return false;
+    future_settle_held(f);
+    return true;
+}
+
+bool serex__future_fail(serex_future *f, int code, bool running_too)
+{
+    if (!future_fail_state(f, code, running_too))
+        return false;
+    future_settle_held(f);
+    return true;
+}
+
+/* --- a token's link (serex_future_cancel_on, deadlines) --- */
+
+/*
+ * A bind is a watch on the future and a hook on the token. Whichever end
+ * comes first: the token's fire ends the future with its cause (if it
+ * has not started; with running_too, also while it runs), or the future
+ * ends by itself and its watch removes the hook. The hook is removed
+ * once (`unhooked`, exchanged by both): by the watch, or by the fire
+ * after its work (a fire may remove its own hook). Two references keep
+ * the record: the hook side (dropped by the fire, or by a remove that
+ * said it never will fire) and the watch side (dropped by the watch).
+ * The future is alive during a fire: its ender holds it while it
+ * settles, and the watch's remove waits for a running fire.
+ */
+struct bind {
+    struct watch w;
+    struct serex__cancel_hook hook;
+    serex_cancel *tok;
+    serex_future *f;
+    _Atomic uint32_t refs;
+    _Atomic bool unhooked;
+    bool running_too; /* a deadline: ends a running call too */
+    bool owns;        /* holds tok's handle, and cancels it at the end */
+};
+
+static void bind_unref(struct bind *b)
+{
+    /* acq_rel: the last holder sees the other's uses */
+    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (b->owns)
+        serex_cancel_release(b->tok);
+    serex__free(b);
+}
+
+static void bind_unhook(struct bind *b)
+{
+    /* relaxed: only picks who removes; the remove orders */
+    if (atomic_exchange_explicit(&b->unhooked, true, memory_order_relaxed))
+        return;
+    if (serex__cancel_hook_remove(b->tok, &b->hook))
+        bind_unref(b); /* it never fires: the hook side is ours */
+}
+
+static void bind_fire(struct serex__cancel_hook *h, int cause)
+{
+    struct bind *b = serex__container_of(h, struct bind, hook);
+
+    serex__future_fail(b->f, cause, b->running_too);
+    bind_unhook(b); /* from inside the fire: at once */
+    bind_unref(b);  /* the hook side */
+}
+
+static void bind_watch(struct watch *w, serex_future *x, uint32_t s,
+                       struct ended *more)
+{
+    struct bind *b = serex__container_of(w, struct bind, w);
+
+    (void)x;
+    (void)s;
+    (void)more;
+    bind_unhook(b);
+    if (b->owns) /* ours alone: stop what else it holds (a deadline) */
+        serex_cancel_request(b->tok, 0);
+    bind_unref(b); /* the watch side */
+}
+
+int serex__future_bind(serex_future *f, serex_cancel *tok, bool running_too,
+                       bool owns)
+{
+    struct bind *b = serex__alloc(sizeof *b);
+    int cause;
+
+    if (b == NULL)
+        return SEREX_ENOMEM;
+    *b = (struct bind){.w = {{{&watch_class}, NULL, NULL}, bind_watch},
+                       .hook = {NULL, NULL, bind_fire},
+                       .tok = tok,
+                       .f = f,
+                       .running_too = running_too,
+                       .owns = owns};
+    atomic_init(&b->refs, 2);
+    atomic_init(&b->unhooked, false);
+    cause = serex__cancel_hook_add(tok, &b->hook);
+    if (cause != 0) { /* cancelled already */
+        serex__future_fail(f, cause, running_too);
+        if (owns)
+            serex_cancel_release(tok);
+        serex__free(b);
+        return SEREX_OK;
+    }
+    future_add(f, &b->w.c);
+    return SEREX_OK;
+}
+
+int serex_future_cancel_on(serex_future *f, serex_cancel *token)
+{
+    if (f == NULL || token == NULL)
+        return SEREX_EINVAL;
+    future_check_handle(f, "serex_future_cancel_on");
+    return serex__future_bind(f, token, false, false);
+}
+
+/* serex_future_wait_token's hook: wakes the waiter by changing the word
+ * it parks on (POKE), so its park cannot sleep through the request. */
+struct wait_poke {
+    struct serex__cancel_hook hook;
+    serex_future *f;
+};
+
+static void wait_poke_fire(struct serex__cancel_hook *h, int cause)
+{
+    struct wait_poke *p = serex__container_of(h, struct wait_poke, hook);
+
+    (void)cause;
+    /* relaxed: the waiter re-reads the token's cause with acquire; the
+     * word only has to change for its park to return */
+    atomic_fetch_xor_explicit(&p->f->state, POKE, memory_order_relaxed);
+    serex__park_wake_all(&p->f->state);
+}
+
+int serex_future_wait_token(serex_future *f, int64_t timeout_ns,
+                            serex_cancel *token)
+{
+    struct wait_poke p = {{NULL, NULL, wait_poke_fire}, f};
+    int rc;
+
+    if (token == NULL)
+        return serex_future_wait(f, timeout_ns);
+    if (f == NULL || !serex__timeout_valid(timeout_ns))
+        return SEREX_EINVAL;
+    future_check_handle(f, "serex_future_wait_token");
+    if (serex__cancel_hook_add(token, &p.hook) != 0)
+        return future_wait_or(f, 0, token); /* cancelled already */
+    rc = future_wait_or(f, timeout_ns, token);
+    serex__cancel_hook_remove(token, &p.hook);
+    return rc;
+}
+
+/* --- combinators: serex_future_all, serex_future_any --- */
+
+/*
+ * A combinator watches each input (a watch on its list) and ends `out`,
+ * a future with no task. Each input's end is counted down in `left`;
+ * `decided` is set once, by whoever ends out first: the first error of
+ * a fail-fast all, the first value of an any, or the last input's end.
+ * `err` keeps the first error seen. Losers are cancelled (if asked) by
+ * the one that decided, through the references the combinator holds on
+ * every input. References to the combinator: one per input's watch and
+ * one for its creation; the last frees it, dropping its holds on the
+ * inputs and on out.
+ */
+struct comb_in {
+    struct watch w;
+    struct comb *cb;
+    serex_future *f; /* held: one task reference */
+};
+
+struct comb {
+    serex_future *out; /* held: one task reference */
+    _Atomic uint32_t refs;
+    _Atomic uint32_t left;
+    _Atomic int err;
+    _Atomic bool decided;
+    bool any, cancel_rest;
+    size_t n;
+    struct comb_in in[]; /* n of them */
+};
+
+static void comb_unref(struct comb *cb)
+{
+    /* acq_rel: the last holder sees every watch's uses */
+    if (atomic_fetch_sub_explicit(&cb->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    for (size_t i = 0; i < cb->n; i++)
+        future_unref(cb->in[i].f);
+    future_unref(cb->out);
+    serex__free(cb);
+}
+
+/* Puts @f, just ended by us, on @more to be settled (with a reference). */
+static void comb_ended(serex_future *f, struct ended *more)
+{
+    /* relaxed: our hold keeps f alive; ended_settle's unref orders */
+    atomic_fetch_add_explicit(&f->refs, REF_TASK, memory_order_relaxed);
+    ended_push(more, f);
+}
+
+/* Ends out (a value, or @err) if no one has; cancels the others if asked. */
+static void comb_decide(struct comb *cb, const struct comb_in *self,
+                        void *value, int err, struct ended *more)
+{
+    bool ended;
+
+    /* relaxed: one winner; the futures' own words order the rest */
+    if (atomic_exchange_explicit(&cb->decided, true, memory_order_relaxed))
+        return;
+    ended = err == 0 ? future_finish(cb->out, value)
+                     : future_fail_state(cb->out, err, false);
+    if (ended)
+        comb_ended(cb->out, more);
+    if (!cb->cancel_rest || self == NULL)
+        return;
+    for (size_t i = 0; i < cb->n; i++)
+        if (&cb->in[i] != self &&
+            future_fail_state(cb->in[i].f, SEREX_ECANCELED, false))
+            comb_ended(cb->in[i].f, more);
+}
+
+static void comb_watch(struct watch *w, serex_future *x, uint32_t s,
+                       struct ended *more)
+{
+    struct comb_in *in = serex__container_of(w, struct comb_in, w);
+    struct comb *cb = in->cb;
+    int none = 0;
+
+    if ((s & STATE_MASK) == DONE) {
+        if (cb->any)
+            comb_decide(cb, in, x->value, 0, more);
+    } else {
+        /* relaxed: the first error wins; read after `left` reaches 0 */
+        atomic_compare_exchange_strong_explicit(&cb->err, &none, state_error(s),
+                                                memory_order_relaxed,
+                                                memory_order_relaxed);
+        if (!cb->any && cb->cancel_rest)
+            comb_decide(cb, in, NULL, state_error(s), more);
+    }
+    /* acq_rel: the last input's watch sees every other's err */
+    if (atomic_fetch_sub_explicit(&cb->left, 1, memory_order_acq_rel) == 1)
+        comb_decide(cb, NULL, NULL,
+                    atomic_load_explicit(&cb->err, memory_order_relaxed), more);
+    comb_unref(cb);
+}
+
+static int future_comb(serex_future *const *fs, size_t n, unsigned flags,
+                       bool any, serex_future **out)
+{
+    struct comb *cb;
+    serex_future *o;
+
+    if (out == NULL)
+        return SEREX_EINVAL;
+    *out = NULL;
+    if ((fs == NULL && n > 0) || (any && n == 0) ||
+        (flags & ~(unsigned)SEREX_FUTURE_CANCEL_REST) != 0 ||
+        n > UINT32_MAX - 1)
+        return SEREX_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        if (fs[i] == NULL)
+            return SEREX_EINVAL;
+        future_check_handle(fs[i],
+                            any ? "serex_future_any" : "serex_future_all");
+    }
+    o = future_new(&future_class, NULL, NULL, NULL, NULL);
+    if (o == NULL)
+        return SEREX_ENOMEM;
+    if (n == 0) { /* all of nothing: done */
+        future_finish(o, NULL);
+        atomic_store_explicit(&o->refs, REF_HANDLE, memory_order_relaxed);
+        atomic_store_explicit(&o->conts, CLOSED, memory_order_relaxed);
+        *out = o;
+        return SEREX_OK;
+    }
+    cb = serex__alloc(sizeof *cb + n * sizeof cb->in[0]);
+    if (cb == NULL) {
+        future_free(o);
+        return SEREX_ENOMEM;
+    }
+    cb->out = o;
+    atomic_init(&cb->refs, (uint32_t)n + 1);
+    atomic_init(&cb->left, (uint32_t)n);
+    atomic_init(&cb->err, 0);
+    atomic_init(&cb->decided, false);
+    cb->any = any;
+    cb->cancel_rest = (flags & SEREX_FUTURE_CANCEL_REST) != 0;
+    cb->n = n;
+    for (size_t i = 0; i < n; i++) {
+        cb->in[i] = (struct comb_in){
+            {{{&watch_class}, NULL, NULL}, comb_watch}, cb, fs[i]};
+        /* relaxed: the caller's handle keeps it alive meanwhile */
+        atomic_fetch_add_explicit(&fs[i]->refs, REF_TASK, memory_order_relaxed);
+    }
+    *out = o; /* the handle is the caller's; cb holds the task ref */
+    for (size_t i = 0; i < n; i++)
+        future_add(fs[i], &cb->in[i].w.c);
+    comb_unref(cb);
+    return SEREX_OK;
+}
+
+int serex_future_all(serex_future *const *fs, size_t n, unsigned flags,
+                     serex_future **out)
+{
+    return future_comb(fs, n, flags, false, out);
+}
+
+int serex_future_any(serex_future *const *fs, size_t n, unsigned flags,
+                     serex_future **out)
+{
+    return future_comb(fs, n, flags, true, out);
 }

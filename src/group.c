@@ -169,6 +169,25 @@
  * one for the same group returns SEREX_EDEADLK (its own task keeps A > 0).
  * A poster posts inside one too (its own POSTING keeps the group busy).
  *
+ * --- Failure, close and the group's token ---
+ * serex_group_close sets `closed` (release); execute and submit look at
+ * it (acquire) before they join and say SEREX_EREJECTED: a join that
+ * starts after close returned is refused, one racing with it may still
+ * be accepted (it is then a member like any other). Errors come from
+ * serex_group_fail and from the futures of submitted tasks that set one
+ * (the record reads serex__future_take_error after the call): `nerrors`
+ * counts them, and the first CAS of `error` from 0 keeps the first. With
+ * fail_fast, the thread whose report was first closes the group and
+ * cancels its token with the error. A group made by
+ * serex_group_create_config has a token (a child of cfg->parent): its
+ * hook, called once when the token is cancelled (by that first error, by
+ * the parent, by a deadline on it), closes the group, records the cause
+ * as an error if none came first, and runs serex_group_cancel. Destroy
+ * removes the hook before anything goes (the remove waits for a fire in
+ * progress), then releases the token. wait and the error calls read
+ * `error` with acquire once the group is empty: the reporter's release
+ * CAS came before its leave.
+ *
  * --- Memory orders (each is also explained where it is used) ---
  * Leaves are release RMWs on `state`, so every later RMW continues their
  * release sequence: wait's acquire loads and the emptier's acquire see
@@ -183,6 +202,7 @@
 #include <stdatomic.h>
 
 #include "alloc_internal.h"
+#include "cancel_internal.h"
 #include "common_internal.h"
 #include "registry_internal.h"
 #include "executor_internal.h"
@@ -224,6 +244,7 @@ struct serex_group {
     /* The hot line: every task touches both words. */
     _Alignas(SEREX__CACHELINE) _Atomic uint64_t state; /* see the essay */
     _Atomic uint64_t pend; /* E | P: see the essay; joins, claims, cancel */
+    _Atomic bool closed;   /* joins refused (serex_group_close) */
 
     /* The cold line: waiting, notifications, enters. */
     _Alignas(SEREX__CACHELINE) _Atomic uint32_t gen; /* bumped by whoever
@@ -233,6 +254,14 @@ struct serex_group {
     struct note *list, **list_tail; /* waiting for the group to empty */
     struct note *due, **due_tail;   /* to post now, in order */
     struct serex__reg reg;          /* serex_dump's list */
+
+    /* Its life (serex_group_create_config; see "Failure" in the essay) */
+    _Atomic int error;        /* the first error reported, or 0 */
+    _Atomic uint32_t nerrors; /* every error reported */
+    bool fail_fast;           /* the first error cancels and closes */
+    bool hooked;              /* hook is on token (a remove is owed) */
+    serex_cancel *token;      /* the group's, or NULL (serex_group_create) */
+    struct serex__cancel_hook hook; /* on token: cancels and closes */
 };
 
 /* A task's record (submit's; execute's adds fn). */
@@ -577,6 +606,55 @@ static void group_hand_back(serex_group *g, serex_fn fn, void *arg,
     frame_pop(&f);
 }
 
+/* --- failure and close (see the essay) --- */
+
+static void group_close_now(serex_group *g)
+{
+    /* release: pairs with the joins' acquire */
+    atomic_store_explicit(&g->closed, true, memory_order_release);
+}
+
+/* Records @err; true if it was the first. */
+static bool group_record(serex_group *g, int err)
+{
+    int none = 0;
+
+    /* relaxed: a count, read once the group is quiet */
+    atomic_fetch_add_explicit(&g->nerrors, 1, memory_order_relaxed);
+    /* release: the reporter's writes before its leave, to whoever reads
+     * the error with acquire; relaxed on failure: a later error is only
+     * counted */
+    return atomic_compare_exchange_strong_explicit(
+        &g->error, &none, err, memory_order_release, memory_order_relaxed);
+}
+
+static void group_report(serex_group *g, int err)
+{
+    if (!group_record(g, err) || !g->fail_fast)
+        return;
+    group_close_now(g);
+    if (g->token != NULL)
+        serex_cancel_request(g->token, err); /* its hook cancels */
+    else
+        serex_group_cancel(g);
+}
+
+/* The group's token was cancelled: close, record why, cancel. */
+static void group_token_fire(struct serex__cancel_hook *h, int cause)
+{
+    serex_group *g = serex__container_of(h, serex_group, hook);
+    int none = 0;
+
+    group_close_now(g);
+    /* release: as group_record; the cause is an error only if none came
+     * first (fail-fast's own request finds its error there) */
+    if (atomic_compare_exchange_strong_explicit(&g->error, &none, cause,
+                                                memory_order_release,
+                                                memory_order_relaxed))
+        atomic_fetch_add_explicit(&g->nerrors, 1, memory_order_relaxed);
+    serex_group_cancel(g);
+}
+
 static void task_run(struct serex__op *op)
 {
     struct group_task t = *serex__container_of(op, struct group_task, r.op);
@@ -612,9 +690,15 @@ static void future_rec_run(struct serex__op *op)
 
     serex__cache_free(SEREX__CLASS_32, op);
     if (group_claim(r.g, r.epoch)) {
+        int err;
+
         frame_push(&f, r.g);
+        (void)serex__future_take_error(); /* clear a stale one */
         serex__op_run(r.arg); /* the future's task */
+        err = serex__future_take_error();
         frame_pop(&f);
+        if (err != 0)
+            group_report(r.g, err); /* before the leave: wait sees it */
     } else { /* cancelled: the future's dropped hook ends it so */
         group_hand_back(r.g, serex__op_run, r.arg, NULL, NULL);
     }
@@ -652,6 +736,26 @@ static void group_describe(struct serex__reg *r, struct serex__dump *d)
 
 static const struct serex__reg_class group_reg = {"group", group_describe};
 
+/* A group with no token, not registered yet; NULL if out of memory. */
+static serex_group *group_new(void)
+{
+    serex_group *g = serex__calloc_aligned(SEREX__CACHELINE, sizeof *g);
+
+    if (g == NULL)
+        return NULL;
+    atomic_init(&g->state, 0);
+    atomic_init(&g->pend, 0);
+    atomic_init(&g->closed, false);
+    atomic_init(&g->gen, 0);
+    atomic_init(&g->lock, 0);
+    atomic_init(&g->entered, 0);
+    atomic_init(&g->error, 0);
+    atomic_init(&g->nerrors, 0);
+    g->list_tail = &g->list;
+    g->due_tail = &g->due;
+    return g;
+}
+
 int serex_group_create(serex_group **out)
 {
     serex_group *g;
@@ -659,19 +763,77 @@ int serex_group_create(serex_group **out)
     if (out == NULL)
         return SEREX_EINVAL;
     *out = NULL;
-    g = serex__calloc_aligned(SEREX__CACHELINE, sizeof *g);
+    g = group_new();
     if (g == NULL)
         return SEREX_ENOMEM;
-    atomic_init(&g->state, 0);
-    atomic_init(&g->pend, 0);
-    atomic_init(&g->gen, 0);
-    atomic_init(&g->lock, 0);
-    atomic_init(&g->entered, 0);
-    g->list_tail = &g->list;
-    g->due_tail = &g->due;
     serex__reg_add(&g->reg, &group_reg, g, NULL);
     *out = g;
     return SEREX_OK;
+}
+
+int serex_group_create_config(const serex_group_config *cfg, serex_group **out)
+{
+    serex_group_config c = {0};
+    serex_group *g;
+    int rc, cause;
+
+    if (out == NULL)
+        return SEREX_EINVAL;
+    *out = NULL;
+    if (cfg != NULL)
+        c = *cfg;
+    if ((c.flags & ~(unsigned)SEREX_GROUP_FAIL_FAST) != 0)
+        return SEREX_EINVAL;
+    g = group_new();
+    if (g == NULL)
+        return SEREX_ENOMEM;
+    rc = serex_cancel_create(c.parent, &g->token);
+    if (rc != SEREX_OK) {
+        serex__free(g);
+        return rc;
+    }
+    g->fail_fast = (c.flags & SEREX_GROUP_FAIL_FAST) != 0;
+    g->hook.fire = group_token_fire;
+    cause = serex__cancel_hook_add(g->token, &g->hook);
+    if (cause != 0) /* born cancelled (its parent was): closed at once */
+        group_token_fire(&g->hook, cause);
+    else
+        g->hooked = true;
+    serex__reg_add(&g->reg, &group_reg, g, NULL);
+    *out = g;
+    return SEREX_OK;
+}
+
+void serex_group_close(serex_group *g)
+{
+    if (g != NULL)
+        group_close_now(g);
+}
+
+void serex_group_fail(serex_group *g, int err)
+{
+    if (g == NULL || err >= 0 || err < SEREX_ERROR_MIN)
+        return;
+    group_report(g, err);
+}
+
+int serex_group_error(serex_group *g)
+{
+    /* acquire: pairs with the reporter's release */
+    return g == NULL ? 0
+                     : atomic_load_explicit(&g->error, memory_order_acquire);
+}
+
+size_t serex_group_error_count(serex_group *g)
+{
+    /* relaxed: a count; exact once the group is empty and waited for */
+    return g == NULL ? 0
+                     : atomic_load_explicit(&g->nerrors, memory_order_relaxed);
+}
+
+serex_cancel *serex_group_token(serex_group *g)
+{
+    return g == NULL ? NULL : g->token;
 }
 
 void serex_group_destroy(serex_group *g)
@@ -681,6 +843,11 @@ void serex_group_destroy(serex_group *g)
     if (g == NULL)
         return;
     serex__reg_remove(&g->reg); /* off the list before anything goes */
+    if (g->hooked)              /* waits for a fire in progress */
+        serex__cancel_hook_remove(g->token, &g->hook);
+    g->hooked = false;
+    serex_cancel_release(g->token);
+    g->token = NULL;
     /* acq_rel: as group_unref (whoever takes R to 0 with DETACHED frees) */
     old = atomic_fetch_or_explicit(&g->state, DETACHED, memory_order_acq_rel);
     if (MEMBERS(old) != 0)
@@ -713,6 +880,9 @@ int serex_group_execute(serex_group *g, serex_executor *ex, serex_fn fn,
 
     if (g == NULL || ex == NULL || ex->ops == NULL || fn == NULL)
         return SEREX_EINVAL;
+    /* acquire: pairs with close's release */
+    if (serex__unlikely(atomic_load_explicit(&g->closed, memory_order_acquire)))
+        return SEREX_EREJECTED;
     t = serex__cache_alloc(SEREX__CLASS_64);
     if (serex__unlikely(t == NULL))
         return SEREX_ENOMEM;
@@ -747,6 +917,9 @@ int serex_group_submit(serex_group *g, serex_executor *ex, serex_call_fn fn,
     *out = NULL;
     if (g == NULL || ex == NULL || ex->ops == NULL || fn == NULL)
         return SEREX_EINVAL;
+    /* acquire: pairs with close's release */
+    if (serex__unlikely(atomic_load_explicit(&g->closed, memory_order_acquire)))
+        return SEREX_EREJECTED;
     f = serex__future_new(ex, NULL, fn, arg, &task);
     if (serex__unlikely(f == NULL))
         return SEREX_ENOMEM;
@@ -856,16 +1029,20 @@ static int group_wait_slow(serex_group *g, int64_t timeout_ns)
 
 int serex_group_wait(serex_group *g, int64_t timeout_ns)
 {
+    int rc;
+
     if (g == NULL || !serex__timeout_valid(timeout_ns))
         return SEREX_EINVAL;
     if (group_running(g))
         return SEREX_EDEADLK; /* our own task keeps the group busy */
     /* acquire: pairs with the leaves' releases (the tasks' writes) */
     if (state_empty(atomic_load_explicit(&g->state, memory_order_acquire)))
-        return SEREX_OK;
+        return serex_group_error(g) != 0 ? serex_group_error(g) : SEREX_OK;
     if (timeout_ns == 0)
         return SEREX_ETIMEDOUT;
-    return group_wait_slow(g, timeout_ns);
+    rc = group_wait_slow(g, timeout_ns);
+    return rc == SEREX_OK && serex_group_error(g) != 0 ? serex_group_error(g)
+                                                       : rc;
 }
 
 int serex_group_notify(serex_group *g, serex_executor *target, serex_fn fn,

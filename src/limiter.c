@@ -4,7 +4,9 @@
  * started in submission order, on top of any executor. A serial executor
  * is a limiter of 1 (serial.c), and this file follows its drain closely;
  * what differs is that up to max_running drains, here called runners,
- * take tasks from one queue.
+ * take tasks from one queue. The cap can change while it runs
+ * (serex_limiter_set_max): see "Changing the cap" below; until then,
+ * read max_running as a constant.
  *
  * --- The state word, demystified ---
  * Tasks go into a Vyukov MPSC queue (mpsc_internal.h), popped under
@@ -32,6 +34,12 @@
  *             no task: it accounted before its resubmission): R-1; if
  *             that leaves R == 0 with Q > 0, a runner is owed (the
  *             target was full) or the limiter is BROKEN (see below).
+ *   set_max:  store the cap under pop_lock. Raised: fill, R+1 while
+ *             R < max_running and Q > R - U (a CAS each), a runner
+ *             submitted for each. Lowered: nothing more; each pop checks.
+ *   shed:     (a cap lowered below its peak) before a pop, under
+ *             pop_lock: if R > max_running, leave instead: R-1 and U-1
+ *             if holding (a CAS that checks R again).
  *
  * Why at most max_running tasks run at once: a task runs only inside a
  * runner's visit (the run of one runner task on the target), one task at
@@ -52,6 +60,12 @@
  * pays (R == 0 < max_running: it takes a slot), or an awaiter (below).
  *
  * Who wins each race:
+ *  - set_max against a pop: pop_lock. set_max first: the pop checks the
+ *    new cap; the pop first: its task started under the old one.
+ *  - set_max's fill against a producer's count: the CASes on `st`; both
+ *    take a slot only while R is below the cap each read, so no more
+ *    runners than that cap start (a producer that read the old, larger
+ *    cap may start one more: it sheds at its first pop).
  *  - a producer's count against a runner's exit: the first in `st`'s
  *    modification order. The exit first: the producer finds the slot free
  *    and starts a runner. The count first: the exit CAS fails (Q > 0) and
@@ -65,6 +79,46 @@
  *    BUSY). Pops and the Q-1 that goes with them happen under pop_lock,
  *    and so do shutdown_now's take and its Q-n: once no execute is in
  *    flight, the queue holds exactly Q nodes when pop_lock is taken.
+ *
+ * --- Changing the cap ---
+ * serex_limiter_set_max stores max_running under pop_lock and keeps
+ * `peak`, the largest cap ever set (under pop_lock too). Everything that
+ * takes a slot (a producer's count, set_max's fill, an owed runner's
+ * retry) adds to R only while R is below a cap it read, and no cap it can
+ * read is above peak: so R <= peak, always. While the cap is at its peak
+ * (never lowered, or raised back), R <= max_running and the pop needs no
+ * look, so a limiter whose cap never goes down pays a relaxed load of a
+ * word it only reads per execute and two per task, and no argument above
+ * changes. Below its peak, each
+ * pop first loads `st` under pop_lock and, if R > max_running, the runner
+ * sheds its slot instead of popping.
+ *
+ * The bound after a lowering: a task starts only by a pop, and a pop
+ * under a lowered cap finds R <= max_running in the same hold of pop_lock
+ * that pops (a shed CAS re-checks; a producer's R+1 the load missed is a
+ * runner that will shed at its own first pop, under the same lock,
+ * before it runs anything). Running tasks are at most R. So each task
+ * that starts after set_max's unlock starts with at most max_running
+ * running, itself included; tasks popped before it run to their end.
+ * Raising needs no look: the next pops see the larger cap, and the fill
+ * starts runners for what waits.
+ *
+ * No task waits without a runner, still: a shed leaves R >= max_running
+ * >= 1 runners out (its CAS needs R > max_running, with the cap fixed by
+ * the lock it holds), so the last runner never sheds; the rest of the
+ * argument above holds for those that remain. A raise that meets waiting
+ * tasks starts runners for them at once (the fill), and a producer that
+ * read the old, smaller cap and started none still left its task to the
+ * runners out (R was at the old cap, at least 1).
+ *
+ * A cap of 1 is a serial only while it is 1: raised, two runners may
+ * run tasks at once (promise 3 no longer holds; tasks still start in
+ * queue order). Lowered to 1, a pop that finds R <= 1 is the only runner
+ * out: every other runner has left, by its exit CAS (release) or its
+ * shed (release, and under pop_lock), and the pop's load of `st`
+ * (acquire, under pop_lock) orders their tasks before ours: a serial
+ * again, from then on. EDEADLK (promise 7b) follows the cap each task
+ * started under: its frame is marked serial when that cap was 1.
  *
  * Start order: runners pop in queue order under pop_lock, so tasks start
  * in the order their pushes took effect (a runner on another thread may
@@ -93,6 +147,14 @@
  *    seq_cst, as every change that may leave Q and U at 0.
  *  - `entry` and `life` (life_internal.h): as in serial.c, order for
  *    order (said at each).
+ *  - max_running: relaxed everywhere. It is a number and publishes
+ *    nothing: the pops read it under pop_lock, which set_max's store
+ *    holds; producers and the fill read it without the lock, and a stale
+ *    value costs a runner too many or too few, never a task (above).
+ *  - a shed: its load of `st` acquire (the hand-over to a serial again,
+ *    above), its CAS seq_cst as every exit (release of the tasks run;
+ *    against an awaiter's look), failure acquire (we may stay and pop).
+ *  - set_max's fill: its CAS acquire, as a producer's count.
  *  - push is the MPSC queue's (acq_rel exchange, release link), read by
  *    pop with acquire: the task's fn and arg are visible to its runner.
  *
@@ -180,6 +242,7 @@ _Static_assert(((FLAG_SHUT | FLAG_STOP | FLAG_BROKEN) & ~SEREX__ENTRY_FLAGS) ==
 #define ST_U (UINT64_C(1) << 16) /* one runner holding a task */
 #define ST_Q (UINT64_C(1) << 32) /* one task counted, not popped */
 #define ST_RUNNERS(s) ((unsigned)((s)&0xffffu))
+#define ST_HELD(s) ((unsigned)(((s) >> 16) & 0xffffu))
 #define ST_QUEUED(s) ((s) >> 32)
 #define ST_QUEUED_MAX UINT64_C(0xffffffff)
 #define ST_IDLE(s) (((s) >> 16) == 0) /* Q == 0 and U == 0 */
@@ -190,7 +253,10 @@ struct limiter {
     serex_executor base;
     struct serex__reg reg; /* serex_dump's list */
     serex_executor *target;
-    unsigned max_running;
+    /* The cap: written by set_max under pop_lock (which every pop's check
+     * holds), read relaxed by producers and set_max's fill: a number that
+     * publishes nothing (see the essay, "Changing the cap"). */
+    _Atomic unsigned max_running;
     struct serex__op runner; /* what the target runs, once per runner out:
                                 runners are alike, so they share it */
     struct serex__metrics *_Atomic metrics; /* NULL: off (metrics.h) */
@@ -204,6 +270,7 @@ struct limiter {
     _Alignas(SEREX__CACHELINE) serex__spinlock pop_lock;
     struct serex__task *head;
     struct serex__task stub;
+    unsigned peak;             /* the largest cap ever set; under pop_lock */
     _Atomic uint64_t started;  /* tasks popped to run; under pop_lock */
     _Atomic uint64_t taken;    /* handed back or dropped; under pop_lock */
     _Atomic uint64_t rejected; /* execute calls refused */
@@ -277,15 +344,56 @@ static void limiter_release_slot(struct limiter *l, int rc)
 /* --- the runner --- */
 
 /*
+ * Under pop_lock, on a limiter whose cap was lowered: if more runners are
+ * out than the cap allows, this one leaves (R-1, and U-1 if @held), in
+ * one CAS that checks R again (a shed). Returns whether it left; *@after
+ * is st after its CAS.
+ */
+static bool limiter_shed(struct limiter *l, bool held, unsigned max,
+                         uint64_t *after)
+{
+    /* acquire: a runner that left before us (its exit CAS, release) had
+     * its tasks' writes happen before the task we may pop now (a limiter
+     * lowered to 1 is a serial again once alone: see the essay) */
+    uint64_t old = atomic_load_explicit(&l->st, memory_order_acquire), s;
+
+    do {
+        if (ST_RUNNERS(old) <= max)
+            return false;
+        s = old - ST_R - (held ? ST_U : 0);
+        /* seq_cst: an exit, as limiter_leave's; failure acquire: we may
+         * decide from the value to stay and pop */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &l->st, &old, s, memory_order_seq_cst, memory_order_acquire));
+    *after = s;
+    return true;
+}
+
+/*
  * Pops the oldest task under pop_lock and counts it as held (Q-1, and
  * U+1 unless @held: the task before has returned and passes its count
- * on). NULL if the queue is empty (a counted push may be under way).
+ * on). NULL if the queue is empty (a counted push may be under way), or
+ * if this runner shed its slot instead (*@shed: the cap was lowered below
+ * the runners out; it accounted for its held task and must leave).
  */
-static struct serex__task *limiter_pop(struct limiter *l, bool held)
+static struct serex__task *limiter_pop(struct limiter *l, bool held, bool *shed)
 {
     struct serex__task *t;
+    uint64_t after = 0;
+    unsigned max;
 
     serex__spin_lock(&l->pop_lock);
+    /* relaxed: set_max writes it under pop_lock, which we hold */
+    max = atomic_load_explicit(&l->max_running, memory_order_relaxed);
+    /* With the cap at its peak, R cannot be above it: no look needed
+     * (the essay, "Changing the cap") */
+    *shed = max < l->peak && limiter_shed(l, held, max, &after);
+    if (*shed) {
+        serex__spin_unlock(&l->pop_lock);
+        if (ST_IDLE(after))
+            limiter_idle(l);
+        return NULL;
+    }
     t = serex__mpsc_pop_wait_ends(limiter_queue(l));
     if (t != NULL) {
         /* relaxed: see the essay (under pop_lock; never leaves Q and U at
@@ -337,17 +445,19 @@ static void limiter_run(struct serex__op *op)
     bool held = false;  /* a task we popped is counted in U */
     unsigned visit = 0; /* tasks run since the target gave us this thread */
 
-    if (l->max_running == 1) /* a serial: a task queued now waits for the
-                                running one (promise 7b) */
-        serex__frame_push_serial(&frame, &l->base, NULL);
-    else
-        serex__frame_push(&frame, &l->base);
+    serex__frame_push(&frame, &l->base);
     for (unsigned idle = 0;; idle++) {
-        struct serex__task *t = limiter_pop(l, held);
+        bool shed;
+        struct serex__task *t = limiter_pop(l, held, &shed);
 
         if (t != NULL) {
             held = true;
             idle = 0;
+            /* a cap of 1 is a serial: a task queued now waits for this
+             * one (promise 7b); the cap when the task starts decides.
+             * relaxed: a number; the pop ordered it enough */
+            frame.serial = atomic_load_explicit(&l->max_running,
+                                                memory_order_relaxed) == 1;
             /* the node is freed before the task: it may queue more */
             serex__task_free_run(&l->base, &l->metrics, true, t);
             if (++visit < BATCH)
@@ -364,8 +474,8 @@ static void limiter_run(struct serex__op *op)
                 return; /* our slot and reference pass to the new visit */
             }
             visit = 0;
-        } else if (limiter_leave(l, held)) {
-            break;
+        } else if (shed || limiter_leave(l, held)) {
+            break; /* shed: the cap was lowered; it accounted */
         } else if (idle % 64 == 63) { /* a counted push is under way */
             serex__thread_yield();
         } else {
@@ -477,17 +587,55 @@ static void limiter_retry_owed(struct limiter *l)
         limiter_release_slot(l, rc); /* no task of ours to take back */
 }
 
+/*
+ * The cap was raised: for tasks that wait with no runner free to take
+ * them (Q above R - U: more than the runners between tasks will pop),
+ * take slots up to the cap, as a producer's count would, and submit a
+ * runner for each. Stops at the target's first refusal (that slot goes
+ * back: limiter_release_slot). The caller is counted in the entry word.
+ */
+static void limiter_fill(struct limiter *l)
+{
+    /* relaxed: our caller stored it (or a later set_max, whose cap is
+     * then the one to fill to) */
+    unsigned max = atomic_load_explicit(&l->max_running, memory_order_relaxed);
+    /* relaxed: a first guess for the CAS */
+    uint64_t old = atomic_load_explicit(&l->st, memory_order_relaxed);
+    int rc;
+
+    for (;;) {
+        do {
+            unsigned between = ST_RUNNERS(old) - ST_HELD(old);
+
+            if (ST_RUNNERS(old) >= max || ST_QUEUED(old) <= between)
+                return;
+            /* acquire: as limiter_count's, the slot's hand-over;
+             * failure relaxed: we retry */
+        } while (!atomic_compare_exchange_weak_explicit(
+            &l->st, &old, old + ST_R, memory_order_acquire,
+            memory_order_relaxed));
+        old += ST_R; /* the next guess */
+        if ((rc = limiter_submit(l)) != SEREX_OK) {
+            limiter_release_slot(l, rc); /* no task of ours to take back */
+            return;
+        }
+    }
+}
+
 /* Counts a task in Q, taking a slot if one is free (*start says so).
  * SEREX_EFULL, with nothing counted, if Q is at its limit. */
 static int limiter_count(struct limiter *l, bool *start)
 {
     /* relaxed: a first guess for the CAS */
     uint64_t old = atomic_load_explicit(&l->st, memory_order_relaxed), s;
+    /* relaxed: a number; one read before set_max's store may start a
+     * runner too many (it sheds) or too few (set_max's fill starts it) */
+    unsigned max = atomic_load_explicit(&l->max_running, memory_order_relaxed);
 
     do {
         if (serex__unlikely(ST_QUEUED(old) == ST_QUEUED_MAX))
             return SEREX_EFULL;
-        *start = ST_RUNNERS(old) < l->max_running;
+        *start = ST_RUNNERS(old) < max;
         s = old + ST_Q + (*start ? ST_R : 0);
         /* acquire: a slot freed by a runner's exit (release) comes with
          * its tasks' writes, before the runner we start (the hand-over of
@@ -697,7 +845,10 @@ static void limiter_describe(serex_executor *ex, struct serex__dump *d)
     struct limiter *l = limiter_of(ex);
 
     serex__dump_ptr(d, "target", l->target);
-    serex__dump_u64(d, "max_running", l->max_running);
+    /* relaxed: a number for the dump */
+    serex__dump_u64(
+        d, "max_running",
+        atomic_load_explicit(&l->max_running, memory_order_relaxed));
 }
 
 /* Stripes: a limiter's bodies run at once (task_watch_internal.h). */
@@ -751,6 +902,57 @@ static const struct serex__exec_class limiter_class = {
     limiter_metrics,
     SEREX__CLASS_REG(struct limiter, base, reg, "limiter", limiter_describe)};
 
+/* --- changing the cap --- */
+
+static struct limiter *limiter_checked(serex_executor *ex)
+{
+    if (ex == NULL || ex->ops != &limiter_class.ops)
+        return NULL;
+    return limiter_of(ex);
+}
+
+int serex_limiter_set_max(serex_executor *limiter, unsigned max_running)
+{
+    struct limiter *l = limiter_checked(limiter);
+    unsigned old;
+
+    if (l == NULL || max_running == 0 ||
+        max_running > SEREX_LIMITER_MAX_RUNNING)
+        return SEREX_EINVAL;
+    /* Under pop_lock: every pop after ours checks the new cap (the essay,
+     * "Changing the cap"). relaxed (both): a number, ordered by the lock
+     * for the pops; producers read it relaxed */
+    serex__spin_lock(&l->pop_lock);
+    old = atomic_load_explicit(&l->max_running, memory_order_relaxed);
+    atomic_store_explicit(&l->max_running, max_running, memory_order_relaxed);
+    if (max_running > l->peak)
+        l->peak = max_running;
+    serex__spin_unlock(&l->pop_lock);
+    if (max_running > old) {
+        /* counted in flight as an execute is, so await and destroy wait
+         * for the runners we start to hold their references */
+        uint64_t c = serex__entry_enter(&l->entry);
+
+        if (c & (FLAG_STOP | FLAG_BROKEN)) { /* taken, or kept for good */
+            serex__entry_abort(&l->entry);
+            return SEREX_OK;
+        }
+        limiter_fill(l);
+        serex__entry_leave(&l->entry);
+    }
+    return SEREX_OK;
+}
+
+unsigned serex_limiter_max(serex_executor *limiter)
+{
+    struct limiter *l = limiter_checked(limiter);
+
+    /* relaxed: a number */
+    return l != NULL
+               ? atomic_load_explicit(&l->max_running, memory_order_relaxed)
+               : 0;
+}
+
 int serex_limiter_create(serex_executor *target, unsigned max_running,
                          serex_executor **out)
 {
@@ -768,7 +970,8 @@ int serex_limiter_create(serex_executor *target, unsigned max_running,
     l->base.ops = &limiter_class.ops;
     l->runner.cls = &runner_class;
     l->target = target;
-    l->max_running = max_running;
+    atomic_init(&l->max_running, max_running);
+    l->peak = max_running;
     serex__mpsc_init_ends(limiter_queue(l));
     serex__exec_register(&l->base, NULL); /* serex_dump lists it */
     *out = &l->base;

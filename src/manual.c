@@ -3,11 +3,17 @@
  * manual.c - the manual executor: a mutex-protected FIFO that runs tasks
  * only when serex_manual_run_one/run_pending is called. It exists for
  * deterministic tests, so it is simple rather than fast.
+ *
+ * await_termination parks (park_internal.h) on a generation that every
+ * change toward "terminated" bumps under mu, rather than on a condition
+ * variable: so on an autoclock's thread (autoclock.c) the wait runs the
+ * queued tasks itself instead of sleeping.
  */
 #include "alloc_internal.h"
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"
+#include "park_internal.h"
 #include "registry_internal.h"
 #include "stats_internal.h"
 #include "task_internal.h"
@@ -17,7 +23,9 @@ struct manual {
     serex_executor base;
     struct serex__reg reg; /* serex_dump's list */
     serex__mutex mu;
-    serex__cond idle;           /* a run ended or the queue emptied */
+    /* Bumped under mu when a run ends or the queue empties (idle_bump);
+     * await parks on it. */
+    _Atomic uint32_t idle_gen;
     struct serex__task *head;   /* FIFO, under mu */
     struct serex__task *tail;
     size_t queued;              /* under mu */
@@ -37,6 +45,14 @@ static struct manual *manual_of(serex_executor *ex)
 static bool manual_terminated(const struct manual *m)
 {
     return m->shut && m->head == NULL && m->running == 0;
+}
+
+/* Tells awaiters to look again. Under mu; wake them after unlocking. */
+static void idle_bump(struct manual *m)
+{
+    /* relaxed: an awaiter reads the state it announces under mu, after
+     * its park sees the new value (re-read under the bucket lock) */
+    atomic_fetch_add_explicit(&m->idle_gen, 1, memory_order_relaxed);
 }
 
 static int manual_execute(serex_executor *ex, serex_fn fn, void *arg)
@@ -86,8 +102,9 @@ static void manual_shutdown(serex_executor *ex)
 
     serex__mutex_lock(&m->mu);
     m->shut = true;
-    serex__cond_broadcast(&m->idle);
+    idle_bump(m);
     serex__mutex_unlock(&m->mu);
+    serex__park_wake_all(&m->idle_gen);
 }
 
 /* Takes the whole queue (shut down first) and hands it back in order. */
@@ -103,8 +120,9 @@ static size_t manual_drain(struct manual *m, serex_pending_fn on_pending,
     n = m->queued;
     m->head = m->tail = NULL;
     m->queued = 0;
-    serex__cond_broadcast(&m->idle);
+    idle_bump(m);
     serex__mutex_unlock(&m->mu);
+    serex__park_wake_all(&m->idle_gen);
     serex__task_hand_back_list(t, on_pending, ctx);
     return n;
 }
@@ -118,19 +136,24 @@ static size_t manual_shutdown_now(serex_executor *ex,
 static int manual_await(serex_executor *ex, int64_t timeout_ns)
 {
     struct manual *m = manual_of(ex);
-    int64_t deadline = serex__deadline(timeout_ns);
-    int rc = SEREX_OK;
+    int64_t deadline = timeout_ns == 0 ? 0 : serex__deadline(timeout_ns);
 
-    serex__mutex_lock(&m->mu);
-    while (!manual_terminated(m)) {
-        if (timeout_ns == 0 || serex__now_ns() >= deadline) {
-            rc = SEREX_ETIMEDOUT;
-            break;
-        }
-        serex__cond_wait_until(&m->idle, &m->mu, deadline);
+    for (;;) {
+        bool done;
+        uint32_t g;
+
+        serex__mutex_lock(&m->mu);
+        done = manual_terminated(m);
+        /* relaxed: bumped under mu, which we hold */
+        g = atomic_load_explicit(&m->idle_gen, memory_order_relaxed);
+        serex__mutex_unlock(&m->mu);
+        if (done)
+            return SEREX_OK;
+        /* a bump after our unlock changes the word: the park returns */
+        if (timeout_ns == 0 ||
+            serex__park_wait(&m->idle_gen, g, deadline) == SEREX_ETIMEDOUT)
+            return SEREX_ETIMEDOUT;
     }
-    serex__mutex_unlock(&m->mu);
-    return rc;
 }
 
 static void manual_destroy(serex_executor *ex)
@@ -141,7 +164,6 @@ static void manual_destroy(serex_executor *ex)
      * then wait only for a run in progress on another thread. */
     manual_drain(m, NULL, NULL);
     manual_await(ex, SEREX_FOREVER);
-    serex__cond_destroy(&m->idle);
     serex__mutex_destroy(&m->mu);
     serex__free(m);
 }
@@ -175,11 +197,6 @@ int serex_manual_create(serex_executor **out)
         serex__free(m);
         return SEREX_ENOMEM;
     }
-    if (serex__cond_init(&m->idle) != SEREX_OK) {
-        serex__mutex_destroy(&m->mu);
-        serex__free(m);
-        return SEREX_ENOMEM;
-    }
     m->base.ops = &manual_class.ops;
     serex__exec_register(&m->base, NULL); /* serex_dump lists it */
     *out = &m->base;
@@ -193,6 +210,7 @@ bool serex_manual_run_one(serex_executor *ex)
     struct serex__frame frame;
     serex_fn fn;
     void *arg;
+    bool done;
 
     if (ex == NULL || serex__class_of(ex) != &manual_class)
         return false;
@@ -213,9 +231,12 @@ bool serex_manual_run_one(serex_executor *ex)
     serex__mutex_lock(&m->mu);
     m->running--;
     m->completed++;
-    if (manual_terminated(m))
-        serex__cond_broadcast(&m->idle);
+    done = manual_terminated(m);
+    if (done)
+        idle_bump(m);
     serex__mutex_unlock(&m->mu);
+    if (done) /* the address only: a destroy may free m once it sees done */
+        serex__park_wake_all(&m->idle_gen);
     return true;
 }
 

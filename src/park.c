@@ -17,6 +17,8 @@ struct bucket {
 };
 
 static struct bucket park_buckets[NBUCKETS];
+
+SEREX__THREAD_LOCAL struct serex__blocker *serex__park_blocker;
 static serex__once park_buckets_once = SEREX__ONCE_INIT;
 
 static void park_buckets_init(void)
@@ -50,9 +52,18 @@ static int park_wait(const void *addr,
                      bool (*unchanged)(const void *, uint64_t),
                      uint64_t expected, int64_t deadline_ns)
 {
-    struct bucket *b = park_bucket(addr);
+    struct serex__wait_driver *d = serex__wait_driver_tls;
+    struct bucket *b;
     int rc = 0;
 
+    /*
+     * An autoclock's thread (thread_internal.h): instead of sleeping, one
+     * step of the driver, no lock held (it runs tasks); the caller loops
+     * and looks at its condition again, as after a spurious wake-up.
+     */
+    if (serex__unlikely(d != NULL))
+        return unchanged(addr, expected) ? d->step(d, deadline_ns) : 0;
+    b = park_bucket(addr);
     serex__mutex_lock(&b->mu);
     /*
      * The word is read under the bucket lock, so a change made before the
@@ -83,15 +94,46 @@ static bool unchanged64(const void *addr, uint64_t expected)
                                 memory_order_acquire) == expected;
 }
 
+/*
+ * A wait on a thread with a blocker (a pool's worker in a task): told
+ * before it sleeps and after it wakes, with no bucket lock held (the
+ * blocker may wake or start a thread, whose parking lot calls take a
+ * bucket lock). A word that has changed already sleeps not, and tells
+ * nothing.
+ */
+static int park_wait_told(struct serex__blocker *b, const void *addr,
+                          bool (*unchanged)(const void *, uint64_t),
+                          uint64_t expected, int64_t deadline_ns)
+{
+    int rc;
+
+    if (!unchanged(addr, expected))
+        return 0;
+    b->begin(b);
+    rc = park_wait(addr, unchanged, expected, deadline_ns);
+    b->end(b);
+    return rc;
+}
+
 int serex__park_wait(_Atomic uint32_t *word, uint32_t expected,
                      int64_t deadline_ns)
 {
+    struct serex__blocker *b = serex__park_blocker;
+
+    if (b != NULL)
+        return park_wait_told(b, (const void *)word, unchanged32, expected,
+                              deadline_ns);
     return park_wait((const void *)word, unchanged32, expected, deadline_ns);
 }
 
 int serex__park_wait64(_Atomic uint64_t *word, uint64_t expected,
                        int64_t deadline_ns)
 {
+    struct serex__blocker *b = serex__park_blocker;
+
+    if (b != NULL)
+        return park_wait_told(b, (const void *)word, unchanged64, expected,
+                              deadline_ns);
     return park_wait((const void *)word, unchanged64, expected, deadline_ns);
 }
 

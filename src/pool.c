@@ -20,7 +20,11 @@
  *   pool_level.c    the priority levels HIGH and LOW and their faces
  *                   (serex_pool_executor_at)
  *   pool_thread.c   each worker thread's life: start, park with the
- *                   keep-alive, retire, grow, stop
+ *                   keep-alive, retire, grow, stop; the slots' chunks;
+ *                   serex_pool_resize's work
+ *   pool_block.c    blocking regions and the compensating workers they
+ *                   let the pool start; waits that mark themselves
+ *   pool_watchdog.c the starvation watchdog (starvation_ns)
  *   pool.c          the worker loop (serex__pool_worker_main); the
  *                   executor: execute and its push, shutdown, shutdown_now
  *                   with its claim and hand-back, await, destroy, stats,
@@ -136,12 +140,14 @@ int serex__pool_worker_main(void *arg)
     }
     if (p->batching)
         serex__pool_self_slot = s; /* our executes go to our own queues */
+    serex__pool_block_enter(p, s); /* its regions (pool_block.c) */
     for (;;) {
         bool more = false;
 
         if (!worker_take(p, s, &task, &more)) {
             /* relaxed: as the store of a task's fn below */
             atomic_store_explicit(&s->running, NULL, memory_order_relaxed);
+            serex__pool_block_check(s);
             r = serex__pool_worker_idle(p, s);
             if (r != IDLE_AGAIN)
                 break;
@@ -167,8 +173,10 @@ int serex__pool_worker_main(void *arg)
             task.fn(task.arg);
         serex__stat_add(&s->done, 1);
     }
-    /* the stop hook's executes go to the shared queue */
+    /* the stop hook's executes go to the shared queue; its waits are no
+     * regions */
     serex__pool_self_slot = NULL;
+    serex__pool_block_leave(s);
     serex__pool_thread_exit(p, s, r == IDLE_RETIRED); /* last touch */
     serex__frame_pop(&frame);
     return 0;
@@ -485,8 +493,8 @@ static size_t normal_claim(struct pool *p)
         q->tail_seen = q->claim_t;
         n += (size_t)(q->claim_t - q->claim_h);
     }
-    for (unsigned i = 0; i < p->max; i++)
-        n += slot_claim(&p->slots[i]);
+    for (unsigned i = 0; i < serex__pool_nslots(p); i++)
+        n += slot_claim(serex__pool_slot(p, i));
     for (unsigned i = p->ninj; i-- > 0;) {
         serex__spin_unlock(&p->inj[i].take_lock);
         serex__spin_unlock(&p->inj[i].put_lock);
@@ -555,7 +563,7 @@ static struct claimed_run claimed_run_of(struct pool *p, unsigned i,
                                     q->claim_t - q->claim_h, 0};
     }
     {
-        struct slot *s = &p->slots[i - p->ninj];
+        struct slot *s = serex__pool_slot(p, i - p->ninj);
 
         *next = &s->claim_next;
         return (struct claimed_run){s->claim, UINT64_MAX, 0, s->claim_n, 0};
@@ -567,7 +575,7 @@ static void claimed_prepare(struct pool *p)
 {
     uint64_t *next;
 
-    for (unsigned i = 0; i < p->ninj + p->max; i++) {
+    for (unsigned i = 0; i < p->ninj + serex__pool_nslots(p); i++) {
         struct claimed_run c = claimed_run_of(p, i, &next);
 
         run_sort(&c);
@@ -592,7 +600,7 @@ static void normal_hand_back(struct pool *p, serex_pending_fn on_pending,
         uint64_t *best_next = NULL, *next;
         struct serex__task_rec *r;
 
-        for (unsigned i = 0; i < p->ninj + p->max; i++) {
+        for (unsigned i = 0; i < p->ninj + serex__pool_nslots(p); i++) {
             struct claimed_run c = claimed_run_of(p, i, &next);
 
             if (*next != c.n &&
@@ -629,9 +637,14 @@ static size_t pool_shutdown_now(serex_executor *ex, serex_pending_fn on_pending,
         ST_STOP)
         return 0;
     serex__room_wake(); /* waiters for room retry: and are refused */
+    /* Slots are made under mu, by a start that reads the flags there: one
+     * before this hold is counted in what we read after it, one after it
+     * sees STOP and makes none. So the slots we claim are all there are. */
+    serex__mutex_lock(&p->mu);
+    serex__mutex_unlock(&p->mu);
     /* seq_cst: after STOP (see pool_steal); pairs with its release drop */
-    for (unsigned i = 0; i < p->max; i++)
-        while (atomic_load_explicit(&p->slots[i].moving,
+    for (unsigned i = 0; i < serex__pool_nslots(p); i++)
+        while (atomic_load_explicit(&serex__pool_slot(p, i)->moving,
                                     memory_order_seq_cst) != 0)
             serex__thread_yield();
     serex__pool_level_claim(&p->lv[LV_HIGH], &high);
@@ -681,8 +694,7 @@ static void pool_free_memory(struct pool *p)
     for (unsigned i = 0; p->inj != NULL && i < p->ninj; i++)
         serex__free(p->inj[i].ring);
     serex__free(p->inj);
-    serex__free(p->claims);
-    serex__free(p->slots);
+    serex__pool_slots_free(p);
     serex__pool_metrics_free(p);
     serex__free(p);
 }
@@ -709,6 +721,7 @@ static void pool_destroy(serex_executor *ex)
     }
     pool_await(ex, SEREX_FOREVER); /* serex_destroy shut it down */
     serex__pool_threads_join(p);
+    serex__pool_dog_stop(p);
     pool_quiesce_producers(p);
     if (serex__life_detach(&p->life))
         pool_free_final(p); /* else the last execute still waking frees */
@@ -770,6 +783,27 @@ static int pool_config_threads(const serex_pool_config *c, struct pool *p)
     return SEREX_OK;
 }
 
+/*
+ * Blocking regions, the watchdog and the sizes now (pool_block.c):
+ * SEREX_EINVAL for a negative starvation_ns. After the sizes are known.
+ */
+static int pool_config_blocking(const serex_pool_config *c, struct pool *p)
+{
+    if (c->starvation_ns < 0)
+        return SEREX_EINVAL;
+    p->max_blocking = c->max_blocking == 0 ? DEFAULT_MAX_BLOCKING
+                      : c->max_blocking == SEREX_POOL_BLOCKING_NONE
+                          ? 0
+                          : c->max_blocking;
+    p->mark_waits = c->mark_waits;
+    p->starvation_ns = c->starvation_ns;
+    /* relaxed (all): before any thread or submit can see the pool */
+    atomic_store_explicit(&p->want_core, p->core, memory_order_relaxed);
+    atomic_store_explicit(&p->want_max, p->max, memory_order_relaxed);
+    atomic_store_explicit(&p->growable, p->max > p->core, memory_order_relaxed);
+    return SEREX_OK;
+}
+
 /* Resolves defaults; SEREX_EINVAL for contradictory values; SEREX_ENOMEM. */
 static int pool_config(const serex_pool_config *cfg, struct pool *p)
 {
@@ -781,8 +815,8 @@ static int pool_config(const serex_pool_config *cfg, struct pool *p)
         (c.max_threads != 0 && c.threads != 0 && c.max_threads < c.threads))
         return SEREX_EINVAL;
     p->core = c.threads;
-    if (p->core == 0) { /* online CPUs, but never above an explicit max */
-        p->core = serex__cpu_count();
+    if (p->core == 0) { /* serex_cpu_count(), never above an explicit max */
+        p->core = serex__cpu_usable();
         if (c.max_threads != 0 && c.max_threads < p->core)
             p->core = c.max_threads;
     }
@@ -790,6 +824,8 @@ static int pool_config(const serex_pool_config *cfg, struct pool *p)
     p->keep_alive_ns = c.keep_alive_ns != 0 ? c.keep_alive_ns
                                             : DEFAULT_KEEP_ALIVE_NS;
     p->capacity = c.queue_capacity;
+    if (pool_config_blocking(&c, p) != SEREX_OK)
+        return SEREX_EINVAL;
     p->batching = p->max == p->core && p->capacity == 0;
     p->named = c.name != NULL && c.name[0] != '\0';
     snprintf(p->name, sizeof p->name, "%s", p->named ? c.name : "serex");
@@ -807,21 +843,12 @@ static int pool_alloc_queues(struct pool *p)
 
     while (p->batching && n < p->max && n < INJECT_MAX)
         n *= 2;
-    p->slots = serex__calloc_aligned(SEREX__CACHELINE,
-                                     p->max * sizeof *p->slots);
-    if (p->slots == NULL)
+    p->nslots0 = p->max; /* chunk 0: a slot per worker of max_threads */
+    if (serex__pool_slots_reserve(p, p->max) != SEREX_OK)
         return SEREX_ENOMEM;
     p->inj = serex__calloc_aligned(SEREX__CACHELINE, n * sizeof *p->inj);
     if (p->inj == NULL)
         return SEREX_ENOMEM;
-    /* shutdown_now's room for each slot's run queue and next task: it
-     * then hands back without allocating (normal_hand_back) */
-    p->claims = serex__alloc((size_t)p->max * (SEREX__RUNQ_CAP + 1) *
-                             sizeof *p->claims);
-    if (p->claims == NULL)
-        return SEREX_ENOMEM;
-    for (unsigned i = 0; i < p->max; i++)
-        p->slots[i].claim = &p->claims[(size_t)i * (SEREX__RUNQ_CAP + 1)];
     p->ninj = n;
     for (unsigned i = 0; i < n; i++) {
         p->inj[i].ring = serex__pool_ring_alloc(RING_MIN);
@@ -869,6 +896,13 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
     p->base.ops = &serex__pool_class.ops;
     serex__pool_levels_init(p);
     rc = serex__pool_threads_start_core(p);
+    if (rc == SEREX_OK && serex__pool_dog_start(p) != SEREX_OK) {
+        rc = SEREX_ENOMEM; /* the core threads leave, as for a refusal */
+        /* relaxed: the broadcast under mu orders it for parkers */
+        atomic_fetch_or_explicit(&p->state, ST_SHUTDOWN | ST_STOP,
+                                 memory_order_relaxed);
+        pool_wake_all(p);
+    }
     if (rc != SEREX_OK) {
         serex__pool_threads_join(p); /* the threads that did start */
         pool_free_final(p);
@@ -878,6 +912,31 @@ int serex_pool_create(const serex_pool_config *cfg, serex_executor **out)
                          p->named ? p->name : NULL); /* serex_dump lists it */
     *out = &p->base;
     return SEREX_OK;
+}
+
+/* --- resizing --- */
+
+int serex_pool_resize(serex_executor *pool, unsigned threads,
+                      unsigned max_threads)
+{
+    serex_executor *ex = serex_pool_executor_at(pool,
+                                                SEREX_POOL_PRIORITY_NORMAL);
+    struct pool *p;
+
+    if (ex == NULL ||
+        (max_threads != 0 && threads != 0 && max_threads < threads))
+        return SEREX_EINVAL;
+    p = pool_of(ex);
+    if (threads == 0) { /* as create: the CPUs we may use, never above a max */
+        threads = serex__cpu_usable();
+        if (max_threads != 0 && max_threads < threads)
+            threads = max_threads;
+    }
+    if (max_threads == 0)
+        max_threads = threads;
+    if (serex__forked_since(p->gen))
+        return SEREX_EREJECTED; /* a child: our threads are not here */
+    return serex__pool_threads_resize(p, threads, max_threads);
 }
 
 /* --- for tests --- */
@@ -920,8 +979,8 @@ static void pool_stats(serex_executor *ex, serex_stats *out)
      * then missed, never counted twice, and a worker that runs several
      * tasks between our two loads cannot make head..tail span them.
      */
-    for (unsigned i = 0; i < p->max; i++) {
-        struct slot *s = &p->slots[i];
+    for (unsigned i = 0; i < serex__pool_nslots(p); i++) {
+        struct slot *s = serex__pool_slot(p, i);
         /* acquire: the head load below comes after it (x86 keeps loads
          * in order anyway; ARM need not) */
         uint64_t t = atomic_load_explicit(&s->q.tail, memory_order_acquire);

@@ -196,6 +196,8 @@ static void pool_wake_one(struct pool *p)
     s = idle_pop(p);
     if (s != NULL) {
         p->wakes++;
+        if (serex__unlikely(serex__pool_dog_wake_locked(p)))
+            serex__pool_dog_ring(p); /* the pool leaves idle */
         /* seq_cst: a producer that reads this 1 leaves its task to the
          * token's taker, who clears the flag as a spinner does and then
          * looks (the handshake of the essay, with the taker as spinner).
@@ -218,6 +220,8 @@ void serex__pool_wake_every(struct pool *p)
 {
     struct slot *s;
 
+    if (serex__pool_dog_wake_locked(p))
+        serex__pool_dog_ring(p);
     while ((s = idle_pop(p)) != NULL) /* under mu: shutdown is rare */
         token_give(s, TOKEN_WAKE);
 }

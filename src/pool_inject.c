@@ -191,7 +191,7 @@ static unsigned shard_take(struct pool *p, struct inject *q, struct slot *me,
 unsigned serex__pool_inject_take(struct pool *p, struct slot *me,
                                  struct serex__task_rec *out, unsigned max)
 {
-    unsigned self = (unsigned)(me - p->slots), busy = p->ninj, n = 0;
+    unsigned self = me->index, busy = p->ninj, n = 0;
 
     for (unsigned k = 0; k < p->ninj && n == 0; k++) {
         unsigned i = (self + k) & (p->ninj - 1);

@@ -20,6 +20,11 @@ unsigned long serex__pool_spin_resets(serex_executor *ex);
 
 /* Workers parked now (without a wake-up token). */
 unsigned serex__pool_sleepers(serex_executor *ex);
+/* Workers in a blocking region now (pool_block.c). */
+unsigned serex__pool_blocked(serex_executor *ex);
+/* Tasks in the calling worker's own run queue and next-task slot (0 on
+ * a thread that is no pool's worker). */
+unsigned serex__pool_own_queued(void);
 /*
  * A test seam: @fn(@ctx) runs in every execute of every pool that must wake
  * or start a worker, after its task is published and before the wake-up
@@ -34,5 +39,27 @@ void serex__pool_test_after_publish(void (*fn)(void *ctx), void *ctx);
  * it. Tests only; not thread-safe against wake-ups in flight.
  */
 void serex__pool_test_before_token(void (*fn)(void *ctx), void *ctx);
+
+/*
+ * The starvation watchdog's decision (pool_watchdog.c), apart from the
+ * pool so that tests drive it with their own clock and looks.
+ */
+struct serex__starve {
+    uint64_t done; /* tasks done at the last look */
+    int64_t since; /* when the looks began to show no progress */
+};
+
+struct serex__starve_look {
+    uint64_t done; /* tasks the workers have done, all together */
+    bool waiting;  /* a task waits to start */
+    bool all_busy; /* no worker idle: none parked, none spinning */
+};
+
+/* true: add a worker now (the patience then starts again at @now). */
+bool serex__pool_starving(struct serex__starve *w,
+                          const struct serex__starve_look *look, int64_t now,
+                          int64_t patience_ns);
+/* Whether the pool's watchdog sleeps with no deadline (the pool idle). */
+bool serex__pool_watchdog_asleep(serex_executor *ex);
 
 #endif /* SEREX_POOL_INTERNAL_H */

@@ -53,16 +53,20 @@ SEREX__THREAD_LOCAL struct slot *serex__pool_self_slot;
 
 bool serex__pool_batches_nonempty(struct pool *p)
 {
-    for (unsigned i = 0; i < p->max; i++)
-        if (!serex__runq_empty(&p->slots[i].q))
+    unsigned n = serex__pool_nslots(p);
+
+    for (unsigned i = 0; i < n; i++)
+        if (!serex__runq_empty(&serex__pool_slot(p, i)->q))
             return true;
     return false;
 }
 
 bool serex__pool_nexts_nonempty(struct pool *p)
 {
-    for (unsigned i = 0; i < p->max; i++)
-        if (!serex__next_empty(&p->slots[i].next))
+    unsigned n = serex__pool_nslots(p);
+
+    for (unsigned i = 0; i < n; i++)
+        if (!serex__next_empty(&serex__pool_slot(p, i)->next))
             return true;
     return false;
 }
@@ -77,11 +81,11 @@ bool serex__pool_nexts_nonempty(struct pool *p)
 static bool next_look(struct pool *p, struct slot *me,
                       struct serex__task_rec *out)
 {
-    unsigned self = (unsigned)(me - p->slots);
+    unsigned self = me->index, nslots = serex__pool_nslots(p);
 
-    for (unsigned k = 1; k < p->max; k++) {
-        unsigned vi = (self + k) % p->max;
-        struct serex__runq_next *n = &p->slots[vi].next;
+    for (unsigned k = 1; k < nslots; k++) {
+        unsigned vi = (self + k) % nslots;
+        struct serex__runq_next *n = &serex__pool_slot(p, vi)->next;
         uint64_t stamp;
 
         if (!serex__next_peek(n, &stamp)) {
@@ -139,16 +143,16 @@ static unsigned pool_steal(struct pool *p, struct slot *me,
     unsigned n = 0;
 
     if (!(serex__pool_moving_begin(p, me) & ST_STOP)) {
-        unsigned self = (unsigned)(me - p->slots);
-
+        unsigned self = me->index, nslots = serex__pool_nslots(p);
         unsigned k = 1;
 
-        for (; k < p->max && n == 0; k++)
-            n = serex__runq_steal(&me->q, &p->slots[(self + k) % p->max].q);
+        for (; k < nslots && n == 0; k++)
+            n = serex__runq_steal(&me->q,
+                                  &serex__pool_slot(p, (self + k) % nslots)->q);
         /* what we stole is in our queue, open to thieves too: one may
          * have taken it all back by now */
         if (n != 0)
-            steal_seen(p, me, (self + k - 1) % p->max, n);
+            steal_seen(p, me, (self + k - 1) % nslots, n);
         if (n != 0 && serex__runq_take(&me->q, out, 1) == 0)
             n = 0;
         else if (n == 0 && slots && next_look(p, me, out))

@@ -11,7 +11,8 @@
  *   FREE    --start-------------------------------------------> LIVE
  *   LIVE    --setup refused (pin, on_thread_start)------------> EXITED
  *   LIVE    --shut down and drained, or STOP: stop hook-------> EXITED
- *   LIVE    --parked keep_alive_ns, live > core: retire-------> RETIRING
+ *   LIVE    --parked keep_alive_ns, serving > core: retire----> RETIRING
+ *   LIVE    --idle, a resize left it above the cap: shed------> RETIRING
  *   RETIRING --stop hook; no grow owed------------------------> EXITED
  *   RETIRING --stop hook; grow owed: successor in this slot---> LIVE
  *   EXITED  --joined by the next start here, or by destroy----> FREE
@@ -21,7 +22,22 @@
  * exits, so no two idle threads both retire below the core count, and
  * growth counts the threads that will still serve. The thread that takes
  * `live` and `retiring` both to 0 (only a shutdown lets a core thread
- * leave) marks the pool terminated.
+ * leave) marks the pool terminated. "Serving" is `live` less `blocked`,
+ * the workers in a blocking region (pool_block.c), which count themselves
+ * without `mu`; a worker in a region never retires (it is in a task).
+ *
+ * Sizes and the cap (since 0.3.0): `want_core` and `want_max` are the
+ * sizes now (serex_pool_resize writes them under mu). A start may come
+ * while `live` is below the cap, serex__pool_cap: want_max, plus one per
+ * blocked worker and per worker the watchdog takes as stuck
+ * (pool_watchdog.c), at most max_blocking more. The slots are made in
+ * chunks that never move (a worker holds its slot): chunk 0 at create,
+ * one slot per max_threads; more under mu when a start finds none free
+ * below want_max + max_blocking, or when a resize raises max_threads. A
+ * start after a shutdown (not a STOP) is let through while a worker
+ * blocks or is stuck and some worker still lives: the task it waits for
+ * may still be queued; once no worker lives the pool may be terminated,
+ * and nothing starts again.
  *
  * Growing: a submission that finds no spinner and no sleeper on an
  * elastic pool starts a thread (serex__pool_threads_grow), if `live` is
@@ -42,8 +58,11 @@
  * deadlocked (tests/test_pool_life.c).
  *
  * Parking and the keep-alive: a parked worker waits for a token (pool_idle.c's
- * park handshake) with, on an elastic pool, a deadline keep_alive_ns
- * away. At the deadline it retires if `live` is above the core count;
+ * park handshake) with, on an elastic pool (want_max above want_core) or
+ * while it is surplus (more serve than the core count: a compensating
+ * worker, a resize down), a deadline keep_alive_ns away; on a fixed pool
+ * at its size, none (an idle fixed pool makes no wake-up). At the
+ * deadline it retires if more serve than the core count;
  * else it is a core thread for now, and the deadline moves keep_alive_ns
  * on (a wake-up per keep-alive period, so that it may still retire later
  * if the pool grows past it again while it sleeps, as pool.h promises of
@@ -51,6 +70,12 @@
  * deadline returned at once without giving up `mu`: a core burnt, and
  * everything that takes `mu` (an execute that wakes a worker, await)
  * blocked until work came.
+ *
+ * Shedding: a resize that leaves more workers live than the cap sets
+ * `shedding`; a worker about to park then retires at once (the spinner
+ * first gives up its flag and looks once more), until `live` is within
+ * the cap. Resize wakes every parked worker so each looks: at shedding,
+ * and at its deadline (a fixed pool grown elastic now wants one).
  *
  * Stopping: shutdown lets workers leave once the queue is drained; a
  * worker runs on_thread_stop after its last task, then makes its last
@@ -65,14 +90,86 @@
  * checks that every submitted task gets a thread, that live never passes
  * max nor drops below core before shutdown, that a parked worker past its
  * deadline never waits holding `mu`, and that everything ends; planted
- * mutations (no debt, no deadline move) are each caught.
+ * mutations (no debt, no deadline move) are each caught. With BLOCKING
+ * it is a fixed pool with max_blocking 1 whose first task waits for the
+ * third inside a region (the count, the cap, the start after a
+ * shutdown); mutations (no wake-up at begin, a cap without the blocked,
+ * no start after a shutdown) are caught. Shedding is not modelled.
  */
 #include <stdio.h> /* snprintf for thread names */
 
+#include "alloc_internal.h"
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "park_internal.h"
 #include "pool_types_internal.h"
+
+/* --- slots --- */
+
+/* Slots of chunk @k: chunk 0 the create's, then SLOT_EXTRA << (k - 1). */
+static unsigned slots_in_chunk(struct pool *p, unsigned k)
+{
+    return k == 0 ? p->nslots0 : (1u << SLOT_EXTRA_LOG) << (k - 1);
+}
+
+/* Makes the next chunk. Under mu, or at create. */
+static int slots_add_chunk(struct pool *p)
+{
+    unsigned k = p->nchunks, n, first;
+    struct slot *c;
+    struct serex__task_rec *claims;
+
+    if (k == SLOT_CHUNKS)
+        return SEREX_ENOMEM; /* 2^31 slots past chunk 0: never */
+    n = slots_in_chunk(p, k);
+    /* relaxed: written under mu only, which we hold (or create) */
+    first = atomic_load_explicit(&p->nslots, memory_order_relaxed);
+    /* n < 2^32 and the factors are small: the products fit 64 bits */
+    if (n > UINT32_MAX - first ||
+        (uint64_t)n * (SEREX__RUNQ_CAP + 1) * sizeof *claims > SIZE_MAX ||
+        (uint64_t)n * sizeof *c > SIZE_MAX)
+        return SEREX_ENOMEM; /* no count or size to hold them */
+    c = serex__calloc_aligned(SEREX__CACHELINE, (size_t)n * sizeof *c);
+    /* shutdown_now's room for each slot's run queue and next task: it
+     * then hands back without allocating (normal_hand_back) */
+    claims = c == NULL ? NULL
+                       : serex__alloc((size_t)n * (SEREX__RUNQ_CAP + 1) *
+                                      sizeof *claims);
+    if (claims == NULL) {
+        serex__free(c);
+        return SEREX_ENOMEM;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        c[i].p = p;
+        c[i].index = first + i;
+        c[i].claim = &claims[(size_t)i * (SEREX__RUNQ_CAP + 1)];
+    }
+    p->chunk[k] = c;
+    p->claims[k] = claims;
+    p->nchunks = k + 1;
+    /* release: the chunk before the count (serex__pool_nslots) */
+    atomic_store_explicit(&p->nslots, first + n, memory_order_release);
+    return SEREX_OK;
+}
+
+int serex__pool_slots_reserve(struct pool *p, unsigned want)
+{
+    int rc = SEREX_OK;
+
+    /* relaxed: written under mu only, which we hold (or create) */
+    while (rc == SEREX_OK &&
+           atomic_load_explicit(&p->nslots, memory_order_relaxed) < want)
+        rc = slots_add_chunk(p);
+    return rc;
+}
+
+void serex__pool_slots_free(struct pool *p)
+{
+    for (unsigned k = 0; k < SLOT_CHUNKS; k++) {
+        serex__free(p->claims[k]);
+        serex__free(p->chunk[k]);
+    }
+}
 
 /* --- starting --- */
 
@@ -89,11 +186,32 @@ static void thread_check_terminated(struct pool *p)
     serex__cond_broadcast(&p->term_cv);
 }
 
-/* A slot for a new thread: FREE, or EXITED (joined here). Under mu. */
-static struct slot *thread_slot(struct pool *p)
+/*
+ * The most slots the pool may need: a worker for each of max_threads and
+ * max_blocking (sizes now). Under mu.
+ */
+static unsigned slots_limit(struct pool *p)
 {
-    for (unsigned i = 0; i < p->max; i++) {
-        struct slot *s = &p->slots[i];
+    /* relaxed: written under mu, which we hold */
+    uint64_t n = (uint64_t)atomic_load_explicit(&p->want_max,
+                                                memory_order_relaxed) +
+                 p->max_blocking;
+
+    return n > UINT32_MAX ? UINT32_MAX : (unsigned)n;
+}
+
+/*
+ * A slot for a new thread: FREE, or EXITED (joined here); else one of a
+ * new chunk, below the limit. NULL, with *@rc SEREX_EFULL (every slot is
+ * LIVE or RETIRING) or SEREX_ENOMEM. Under mu.
+ */
+static struct slot *thread_slot(struct pool *p, int *rc)
+{
+    /* relaxed: written under mu, which we hold */
+    unsigned n = atomic_load_explicit(&p->nslots, memory_order_relaxed);
+
+    for (unsigned i = 0; i < n; i++) {
+        struct slot *s = serex__pool_slot(p, i);
 
         if (s->state == SLOT_EXITED) {
             /* It marked itself exited as its last step under mu: this join
@@ -104,7 +222,11 @@ static struct slot *thread_slot(struct pool *p)
         if (s->state == SLOT_FREE)
             return s;
     }
-    return NULL;
+    *rc = SEREX_EFULL;
+    if (n >= slots_limit(p))
+        return NULL;
+    *rc = slots_add_chunk(p);
+    return *rc == SEREX_OK ? serex__pool_slot(p, n) : NULL;
 }
 
 /*
@@ -114,12 +236,11 @@ static struct slot *thread_slot(struct pool *p)
 static int thread_start(struct pool *p, bool report)
 {
     struct serex__thread_opts opts = {.stack_size = p->stack_size};
-    struct slot *s = thread_slot(p);
-    int rc;
+    int rc = SEREX_OK;
+    struct slot *s = thread_slot(p, &rc);
 
     if (s == NULL)
-        return SEREX_EFULL;
-    s->p = p;
+        return rc;
     s->report = report;
     /* The pool runs its own hooks (serex__pool_thread_setup): its stop hook
      * must come before the thread stops counting, so the thread layer's
@@ -136,19 +257,38 @@ static int thread_start(struct pool *p, bool report)
     return rc;
 }
 
-/* Whether a start may come now: not shut down, below max. Under mu. */
+/*
+ * Whether a start may come now: below the cap (max_threads, plus the
+ * compensation of blocked or stuck workers: serex__pool_cap), and not shut
+ * down; after a shutdown (not a STOP) only while a worker blocks or is
+ * taken as stuck, which may wait for a task still queued (pool_block.c),
+ * and only while a worker lives: once none does the pool may be
+ * terminated, and nothing may start again (destroy joins what it saw).
+ * Under mu.
+ */
 static bool thread_may_grow(struct pool *p)
 {
-    /* relaxed (both): under mu, or a flag the new thread re-checks */
-    return !(atomic_load_explicit(&p->state, memory_order_relaxed) &
-             ST_SHUTDOWN) &&
-           atomic_load_explicit(&p->live, memory_order_relaxed) < p->max;
+    /* relaxed (all): under mu, where live changes, or a flag the new
+     * thread re-checks; a region that begins after our look makes its own
+     * look */
+    uint32_t st = atomic_load_explicit(&p->state, memory_order_relaxed);
+
+    if ((st & ST_STOP) ||
+        ((st & ST_SHUTDOWN) &&
+         (atomic_load_explicit(&p->live, memory_order_relaxed) == 0 ||
+          (atomic_load_explicit(&p->blocked, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&p->starved, memory_order_relaxed) == 0))))
+        return false;
+    /* relaxed: live changes under mu, which we hold */
+    return atomic_load_explicit(&p->live, memory_order_relaxed) <
+           serex__pool_cap(p);
 }
 
 void serex__pool_threads_grow(struct pool *p)
 {
     /* relaxed: a hint; re-checked under mu */
-    if (atomic_load_explicit(&p->live, memory_order_relaxed) >= p->max)
+    if (atomic_load_explicit(&p->live, memory_order_relaxed) >=
+        serex__pool_cap(p))
         return;
     serex__mutex_lock(&p->mu);
     /* A refusal for want of memory or threads: the live workers run the
@@ -160,20 +300,89 @@ void serex__pool_threads_grow(struct pool *p)
 
 /* --- parking and retiring --- */
 
-/*
- * True when this worker may retire: `live` is above the core count. Under
- * mu. It leaves `live` now, so that no other worker retires below the core
- * count, and counts in `retiring` until it is gone.
- */
-static bool thread_retire(struct pool *p, struct slot *s)
+/* Workers that serve (live, not in a blocking region). Under mu. */
+static unsigned thread_serving(struct pool *p)
+{
+    /* relaxed (both): live changes under mu, which we hold; blocked is
+     * counted by the workers themselves (pool_block.c), never above live
+     * (a worker counts in it only while it lives) */
+    unsigned live = atomic_load_explicit(&p->live, memory_order_relaxed);
+    unsigned blocked = atomic_load_explicit(&p->blocked, memory_order_relaxed);
+
+    return blocked < live ? live - blocked : 0;
+}
+
+/* Whether an idle worker may leave after its keep-alive: more serve than
+ * the core count. Under mu. */
+static bool thread_surplus(struct pool *p)
+{
+    /* relaxed: written under mu, which we hold */
+    return thread_serving(p) >
+           atomic_load_explicit(&p->want_core, memory_order_relaxed);
+}
+
+/* This worker leaves `live` now, so that no other one retires below the
+ * count that made it surplus, and counts in `retiring` until it is gone.
+ * Under mu. */
+static void thread_leave_live(struct pool *p, struct slot *s)
 {
     /* relaxed: live changes under mu, which we hold */
-    if (atomic_load_explicit(&p->live, memory_order_relaxed) <= p->core)
-        return false;
     atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed);
     p->retiring++;
     s->state = SLOT_RETIRING;
+}
+
+/* The keep-alive passed: true when this worker retires (surplus). Under
+ * mu. */
+static bool thread_retire(struct pool *p, struct slot *s)
+{
+    if (!thread_surplus(p))
+        return false;
+    thread_leave_live(p, s);
     return true;
+}
+
+/*
+ * A resize made workers surplus beyond the cap (`shedding`): an idle one
+ * retires at once, without its keep-alive. The spinner gives up its flag
+ * first and looks once more (a producer that saw it spinning left its
+ * task to it: the park handshake, pool_idle.c): with work it stays.
+ * Under mu.
+ */
+static bool thread_shed(struct pool *p, struct slot *s, bool spinner)
+{
+    if (!p->shedding)
+        return false;
+    /* relaxed: live changes under mu, which we hold */
+    if (atomic_load_explicit(&p->live, memory_order_relaxed) <=
+        serex__pool_cap(p)) {
+        p->shedding = false; /* enough have gone */
+        return false;
+    }
+    if (spinner) {
+        /* seq_cst: the clear before the look, as a spinner's (essay) */
+        atomic_store_explicit(&p->spinning, 0, memory_order_seq_cst);
+        if (serex__pool_has_work(p, true))
+            return false;
+    }
+    thread_leave_live(p, s);
+    return true;
+}
+
+/*
+ * The keep-alive's deadline for a worker about to park: on an elastic pool
+ * (max above core), or while it is surplus (a compensating worker, a
+ * resize down); else none, so a fixed pool's idle workers make no
+ * wake-up at all. Under mu.
+ */
+static int64_t thread_park_deadline(struct pool *p)
+{
+    /* relaxed (both): written under mu, which we hold */
+    bool elastic = atomic_load_explicit(&p->want_max, memory_order_relaxed) >
+                   atomic_load_explicit(&p->want_core, memory_order_relaxed);
+
+    return elastic || thread_surplus(p) ? serex__deadline(p->keep_alive_ns)
+                                        : INT64_MAX;
 }
 
 /*
@@ -191,12 +400,16 @@ static bool thread_retire(struct pool *p, struct slot *s)
 bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
                              bool *handed)
 {
-    bool elastic = p->max > p->core;
-    int64_t deadline = elastic ? serex__deadline(p->keep_alive_ns) : INT64_MAX;
+    int64_t deadline;
     uint32_t token;
+    bool retired = false;
 
     *handed = false;
     serex__mutex_lock(&p->mu);
+    if (thread_shed(p, s, spinner)) {
+        serex__mutex_unlock(&p->mu);
+        return false;
+    }
     /* seq_cst: announce before the re-check below (pool_idle.c's essay) */
     atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
     if (spinner) /* seq_cst: after the announcement, before the re-check */
@@ -211,9 +424,15 @@ bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
         return true;
     }
     serex__pool_idle_push(p, s);
+    /* relaxed: under mu; a worker to spare: no worker counts as stuck
+     * any more (pool_watchdog.c) */
+    if (atomic_load_explicit(&p->starved, memory_order_relaxed) != 0)
+        atomic_store_explicit(&p->starved, 0, memory_order_relaxed);
+    deadline = thread_park_deadline(p);
     serex__mutex_unlock(&p->mu);
     serex__stat_add(&s->parks, 1); /* this worker's own count */
-    serex__obs_park(&p->base, (unsigned)(s - p->slots));
+    serex__obs_park(&p->base, s->index);
+    serex__park_blocker = NULL; /* our own park is no task's wait */
     for (;;) {
         /* acquire: pairs with token_give's release */
         token = atomic_load_explicit(&s->token, memory_order_acquire);
@@ -232,15 +451,21 @@ bool serex__pool_thread_park(struct pool *p, struct slot *s, bool spinner,
         if (s->idle_listed && thread_retire(p, s)) {
             serex__pool_idle_remove(p, s);
             serex__mutex_unlock(&p->mu);
-            return false;
+            retired = true;
+            break;
         }
+        /* a core thread for now: the next look is a period away (none on
+         * a fixed pool that is no longer surplus) */
+        deadline = thread_park_deadline(p);
         serex__mutex_unlock(&p->mu);
-        /* a core thread for now: the next look is a period away */
-        deadline = serex__deadline(p->keep_alive_ns);
     }
+    if (p->mark_waits)
+        serex__park_blocker = &s->blocker;
+    if (retired)
+        return false;
     *handed = (token & TOKEN_SPIN) != 0;
     serex__stat_add(&s->unparks, 1);
-    serex__obs_unpark(&p->base, (unsigned)(s - p->slots));
+    serex__obs_unpark(&p->base, s->index);
     return true;
 }
 
@@ -294,7 +519,7 @@ static void thread_gone(struct pool *p, struct slot *s, bool retired)
 void serex__pool_thread_exit(struct pool *p, struct slot *s, bool retired)
 {
     if (p->on_thread_stop != NULL)
-        p->on_thread_stop(p->hook_ctx, (unsigned)(s - p->slots));
+        p->on_thread_stop(p->hook_ctx, s->index);
     serex__mutex_lock(&p->mu);
     thread_gone(p, s, retired); /* our last touch of the pool */
     serex__mutex_unlock(&p->mu);
@@ -329,7 +554,7 @@ static int thread_pin(struct pool *p, struct slot *s, unsigned index)
 
 bool serex__pool_thread_setup(struct pool *p, struct slot *s)
 {
-    unsigned index = (unsigned)(s - p->slots);
+    unsigned index = s->index;
     int rc = SEREX_OK;
 
     thread_name_self(p, index);
@@ -385,15 +610,63 @@ int serex__pool_threads_start_core(struct pool *p)
 
 void serex__pool_threads_join(struct pool *p)
 {
-    for (unsigned i = 0; i < p->max; i++) {
+    for (unsigned i = 0; i < serex__pool_nslots(p); i++) {
+        struct slot *s = serex__pool_slot(p, i);
         enum slot_state st;
 
         serex__mutex_lock(&p->mu); /* states are written under mu */
-        st = p->slots[i].state;
+        st = s->state;
         serex__mutex_unlock(&p->mu);
         if (st != SLOT_FREE)
-            serex__thread_join(p->slots[i].thread);
+            serex__thread_join(s->thread);
     }
     if (p->reap_owed) /* terminated: no hand-over can come any more */
         serex__thread_join(p->reap);
+}
+
+/* --- resizing --- */
+
+/*
+ * serex_pool_resize's work, under mu: the slots for the new max first
+ * (the one allocation that can fail, and then nothing has changed), then
+ * the sizes, then the core threads missing, started at once. A start that
+ * fails (no memory, no thread) is a grow that failed: the pool goes on
+ * with the threads it has, and `growable` lets a submission that finds
+ * every worker busy start one later; one that finds every slot live or
+ * retiring is owed (the essay's debt). Workers above the new cap retire
+ * as soon as they are idle (`shedding`), and every parked worker is woken
+ * to look again: at its keep-alive's deadline (a fixed pool's have none),
+ * and at whether it is surplus.
+ */
+int serex__pool_threads_resize(struct pool *p, unsigned core, unsigned max)
+{
+    int rc;
+
+    serex__mutex_lock(&p->mu);
+    /* relaxed: a flag; shutdown takes mu after setting it */
+    if (atomic_load_explicit(&p->state, memory_order_relaxed) & ST_SHUTDOWN) {
+        serex__mutex_unlock(&p->mu);
+        return SEREX_EREJECTED;
+    }
+    rc = serex__pool_slots_reserve(p, max);
+    if (rc != SEREX_OK) {
+        serex__mutex_unlock(&p->mu);
+        return rc; /* the chunks made stay: nothing else changed */
+    }
+    /* relaxed (all): written under mu, which we hold; read as hints */
+    atomic_store_explicit(&p->want_core, core, memory_order_relaxed);
+    atomic_store_explicit(&p->want_max, max, memory_order_relaxed);
+    /* seq_cst: as a region's (pool_block.c): submissions then look */
+    atomic_store_explicit(&p->growable, 1, memory_order_seq_cst);
+    while (rc == SEREX_OK &&
+           atomic_load_explicit(&p->live, memory_order_relaxed) < core)
+        rc = thread_start(p, false);
+    if (rc == SEREX_EFULL) /* every slot live or retiring */
+        p->grow_owed = true;
+    if (atomic_load_explicit(&p->live, memory_order_relaxed) >
+        serex__pool_cap(p))
+        p->shedding = true;
+    serex__pool_wake_every(p);
+    serex__mutex_unlock(&p->mu);
+    return SEREX_OK;
 }

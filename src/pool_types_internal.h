@@ -6,9 +6,10 @@
  * pool_local.c (each worker's run queue and next-task slot, taking and
  * stealing), pool_idle.c (the spinner, parking's re-check and wake-ups),
  * pool_level.c (the priority levels and their faces), pool_thread.c (each
- * worker thread's life: start, park, retire, grow, stop) and pool.c (the
- * worker loop, the executor: execute, shutdown, shutdown_now, destroy,
- * stats, create). The banner above each group of prototypes says which
+ * worker thread's life: start, park, retire, grow, stop, resize),
+ * pool_block.c (blocking regions), pool_watchdog.c (the starvation
+ * watchdog) and pool.c (the worker loop, the executor: execute, shutdown,
+ * shutdown_now, destroy, stats, create). The banner above each group of prototypes says which
  * file defines them. What a task's submission or take runs across files
  * is a static inline here, in its file's group (the stamps, the push
  * onto a shard and the look at one, the local push, the wake-up decision,
@@ -27,6 +28,7 @@
 #include "histogram_internal.h"
 #include "observe_internal.h"
 #include "op_internal.h"
+#include "park_internal.h"
 #include "pool_internal.h"
 #include "pool_runq_internal.h"
 #include "registry_internal.h"
@@ -49,6 +51,9 @@
 #define NAME_MAX_LEN 15                /* what Linux keeps of a thread name */
 #define LEVEL_RING_MIN 32u /* an extra level's first ring; power of two */
 #define LEVELS_EXTRA (SEREX_POOL_PRIORITIES - 1) /* HIGH and LOW */
+#define DEFAULT_MAX_BLOCKING 256u /* compensating workers at most */
+#define SLOT_CHUNKS 32u   /* chunk 0, then chunks of SLOT_EXTRA << (k - 1) */
+#define SLOT_EXTRA_LOG 3u /* the first chunk after chunk 0: 8 slots */
 
 enum { LV_HIGH, LV_LOW }; /* which struct level: p->lv[LV_HIGH] */
 
@@ -106,8 +111,12 @@ struct slot {
     struct serex__runq q;       /* first: keeps it cache-line aligned */
     struct serex__runq_next next; /* the next-task slot */
     struct pool *p;
+    unsigned index; /* its place: the hooks' index, its name's */
     serex__thread thread;
     enum slot_state state; /* under mu */
+    /* Blocking regions (pool_block.c), its worker's only: */
+    unsigned blocking;             /* regions open (nesting counts) */
+    struct serex__blocker blocker; /* what the parking lot tells */
     /* Owner only: */
     unsigned tick;         /* tasks taken: the shared queue every 61st */
     unsigned next_run;     /* next-slot tasks run in a row */
@@ -186,6 +195,29 @@ struct pool {
                               the last parked first */
     _Atomic unsigned live; /* LIVE slots; under mu (pool_thread.c) */
     unsigned retiring;     /* under mu: RETIRING slots */
+    /* Sizes now (serex_pool_resize changes them): written under mu, read
+     * anywhere (relaxed: hints; decisions are re-taken under mu) */
+    _Atomic unsigned want_core, want_max;
+    /* Workers in a blocking region (pool_block.c: seq_cst, the blocking
+     * handshake), and workers the watchdog takes as stuck (pool_block.c;
+     * under mu, read without) */
+    _Atomic unsigned blocked, starved;
+    /* 0 until the pool may have a thread to add: elastic at create, a
+     * blocking region, a resize, the watchdog (sticky; pool_block.c) */
+    _Atomic uint32_t growable;
+    unsigned max_blocking; /* compensating workers at most (config) */
+    int64_t starvation_ns; /* the watchdog's patience; 0: off (config) */
+    /* The watchdog (pool_watchdog.c): its thread, its bell (what it
+     * parks on), its quit flag; asleep: under mu, parked with no deadline
+     * (the pool idle), to be rung by whoever wakes a worker. */
+    serex__thread dog;
+    bool dog_on;
+    bool dog_asleep;
+    _Atomic uint32_t dog_bell;
+    _Atomic uint32_t dog_quit;
+    bool mark_waits;       /* serex's waits in tasks are regions */
+    bool shedding;         /* under mu: a resize made workers surplus: those
+                              above the cap retire as soon as idle */
     bool grow_owed;        /* under mu: a start found every slot taken by a
                               live or retiring thread (pool_thread.c) */
     bool reap_owed;        /* under mu: `reap` holds a thread to join */
@@ -205,8 +237,19 @@ struct pool {
     bool batching;         /* fixed and unbounded: workers take batches */
     char name[NAME_MAX_LEN + 1];
     bool named; /* the config gave a name (stats show it) */
-    struct slot *slots;    /* max of them */
-    struct serex__task_rec *claims; /* the slots' claim arrays */
+    /*
+     * The workers' slots, in chunks that never move (a worker holds its
+     * slot): chunk 0 has the `max` slots of create, chunk k > 0 has
+     * SLOT_EXTRA << (k - 1), made under mu when a compensating worker or
+     * a resize needs more (serex__pool_slot finds slot i). `nslots` is
+     * how many are made: written under mu (release: the chunk before the
+     * count), read anywhere (acquire).
+     */
+    struct slot *chunk[SLOT_CHUNKS];
+    struct serex__task_rec *claims[SLOT_CHUNKS]; /* each chunk's claims */
+    unsigned nslots0;                            /* chunk 0's slots */
+    unsigned nchunks;                            /* under mu: chunks made */
+    _Atomic unsigned nslots;                     /* slots made */
 
     /* The configuration's hooks and placement; read-only. */
     int (*on_thread_start)(void *ctx, unsigned index);
@@ -267,6 +310,46 @@ enum wake_need { WAKE_NONE, WAKE_ONE, WAKE_GROW };
 
 /* What an idle worker does next (serex__pool_worker_idle). */
 enum idle_result { IDLE_AGAIN, IDLE_EXIT, IDLE_RETIRED };
+
+/* --- slots (made in pool_thread.c) --- */
+
+/* Slots made so far; acquire: the chunks they are in are visible. */
+static inline unsigned serex__pool_nslots(struct pool *p)
+{
+    return atomic_load_explicit(&p->nslots, memory_order_acquire);
+}
+
+/* Slot @i, below serex__pool_nslots. */
+static inline struct slot *serex__pool_slot(struct pool *p, unsigned i)
+{
+    unsigned j, k;
+
+    if (serex__likely(i < p->nslots0))
+        return &p->chunk[0][i];
+    /* chunk k + 1 holds j in [E (2^k - 1), E (2^(k+1) - 1)), E the first
+     * extra chunk's size */
+    j = i - p->nslots0;
+    k = serex__fls64((uint64_t)(j >> SLOT_EXTRA_LOG) + 1);
+    return &p->chunk[k + 1][j - (((1u << k) - 1) << SLOT_EXTRA_LOG)];
+}
+
+/*
+ * The most workers that may live now: the size's max, and one more per
+ * worker in a blocking region or taken as stuck by the watchdog, up to
+ * max_blocking more (pool_block.c's essay).
+ */
+static inline unsigned serex__pool_cap(struct pool *p)
+{
+    /* relaxed (max, starved): hints re-read under mu; seq_cst (blocked):
+     * the load half of the blocking handshake (pool_block.c) */
+    uint64_t extra = (uint64_t)atomic_load_explicit(&p->blocked,
+                                                    memory_order_seq_cst) +
+                     atomic_load_explicit(&p->starved, memory_order_relaxed);
+    uint64_t cap = atomic_load_explicit(&p->want_max, memory_order_relaxed) +
+                   (extra < p->max_blocking ? extra : p->max_blocking);
+
+    return cap > UINT32_MAX ? UINT32_MAX : (unsigned)cap;
+}
 
 /* --- pool_inject.c: the shared queue's shards, and the stamps --- */
 /* (The push onto a shard, the shard look and the stamps are static
@@ -484,9 +567,13 @@ static inline enum wake_need serex__pool_wake_need(struct pool *p)
         return WAKE_NONE;
     if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) != 0)
         return WAKE_ONE;
-    /* relaxed: a hint; the grow re-checks under mu */
-    if (p->max > p->core &&
-        atomic_load_explicit(&p->live, memory_order_relaxed) < p->max)
+    /* seq_cst: 0 for a fixed pool that never blocked nor was resized (one
+     * load, as the two fields it replaced); else the load half of the
+     * blocking handshake (pool_block.c). relaxed (live): a hint; the grow
+     * re-checks under mu */
+    if (atomic_load_explicit(&p->growable, memory_order_seq_cst) != 0 &&
+        atomic_load_explicit(&p->live, memory_order_relaxed) <
+            serex__pool_cap(p))
         return WAKE_GROW;
     return WAKE_NONE;
 }
@@ -582,6 +669,28 @@ void serex__pool_metrics_free(struct pool *p);
 /* serex_dump's fields of a pool: its workers. */
 void serex__pool_describe(serex_executor *ex, struct serex__dump *d);
 
+/* --- pool_block.c: blocking regions --- */
+
+/* The calling thread's slot while it runs a pool's tasks (NULL: none). */
+extern SEREX__THREAD_LOCAL struct slot *serex__pool_worker_slot;
+/* The worker loop's start: its regions, and (mark_waits) its blocker. */
+void serex__pool_block_enter(struct pool *p, struct slot *s);
+/* The loop's end: no region from here on (the stop hook's waits). */
+void serex__pool_block_leave(struct slot *s);
+/* Going idle: a task that left a region open is a misuse (a stop). */
+void serex__pool_block_check(struct slot *s);
+
+/* --- pool_watchdog.c: the starvation watchdog --- */
+
+/* Starts it if the config asks (SEREX_ENOMEM: no thread); stops and joins
+ * it (destroy, after the workers). */
+int serex__pool_dog_start(struct pool *p);
+void serex__pool_dog_stop(struct pool *p);
+/* Under mu, by whoever wakes a parked worker: true if the watchdog was
+ * asleep (the mark is cleared): then ring it (serex__pool_dog_ring). */
+bool serex__pool_dog_wake_locked(struct pool *p);
+void serex__pool_dog_ring(struct pool *p);
+
 /* --- pool_thread.c: each worker thread's life --- */
 
 /*
@@ -589,6 +698,14 @@ void serex__pool_describe(serex_executor *ex, struct serex__dump *d);
  * Functions marked "under mu" need the caller to hold p->mu.
  */
 int serex__pool_threads_start_core(struct pool *p);
+/* Makes slots until @want are made (chunk 0 first: the create's max).
+ * SEREX_OK, or SEREX_ENOMEM (those made stay). Under mu, or at create. */
+int serex__pool_slots_reserve(struct pool *p, unsigned want);
+/* Frees every chunk of slots. */
+void serex__pool_slots_free(struct pool *p);
+/* serex_pool_resize: new sizes, checked. SEREX_EREJECTED after shutdown,
+ * SEREX_ENOMEM (nothing changed). */
+int serex__pool_threads_resize(struct pool *p, unsigned core, unsigned max);
 /* Every worker is busy: start one more, if the pool may grow. */
 void serex__pool_threads_grow(struct pool *p);
 /* A new worker: names and pins itself, runs on_thread_start. false:

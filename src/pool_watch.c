@@ -51,7 +51,7 @@ static void watch_info(struct pool *p, struct slot *s,
     info->submit_ns = serex__metrics_timed(r->t) ? serex__metrics_time_of(r->t)
                                                  : 0;
     info->start_ns = start;
-    info->worker = (unsigned)(s - p->slots);
+    info->worker = s->index;
 }
 
 static void watch_hooks_begin(struct pool *p, const serex_task_info *info)
@@ -76,8 +76,11 @@ static void pool_watch_record(struct pool *p, struct slot *s, uint64_t wait,
 {
     struct serex__metrics *ms = serex__metrics_get(&p->metrics);
 
-    if (ms != NULL) /* this worker's own part */
-        serex__meter_add(&ms->m[s - p->slots], false, wait, run);
+    /* this worker's own part; the last part is shared by the workers of
+     * slots made after metrics were enabled (pool_block.c, a resize) */
+    if (ms != NULL)
+        serex__meter_add(&ms->m[s->index < ms->n - 1 ? s->index : ms->n - 1],
+                         s->index >= ms->n - 1, wait, run);
 }
 
 void serex__pool_watch_run(struct pool *p, struct slot *s,
@@ -119,12 +122,15 @@ void serex__pool_describe(serex_executor *ex, struct serex__dump *d)
 {
     struct pool *p = serex__container_of(ex, struct pool, base);
 
-    serex__dump_u64(d, "core_threads", p->core);
-    serex__dump_u64(d, "max_threads", p->max);
+    /* relaxed (both): a picture */
+    serex__dump_u64(d, "core_threads",
+                    atomic_load_explicit(&p->want_core, memory_order_relaxed));
+    serex__dump_u64(d, "max_threads",
+                    atomic_load_explicit(&p->want_max, memory_order_relaxed));
     serex__dump_u64(d, "capacity", p->capacity);
     serex__dump_array_begin(d, "workers");
-    for (unsigned i = 0; i < p->max; i++) {
-        struct slot *s = &p->slots[i];
+    for (unsigned i = 0; i < serex__pool_nslots(p); i++) {
+        struct slot *s = serex__pool_slot(p, i);
         uint64_t parks = atomic_load_explicit(&s->parks, memory_order_relaxed);
         uint64_t unparks = atomic_load_explicit(&s->unparks,
                                                 memory_order_relaxed);
@@ -147,7 +153,8 @@ int serex__pool_metrics_enable(serex_executor *ex,
                                const serex_metrics_config *cfg)
 {
     struct pool *p = serex__container_of(ex, struct pool, base);
-    int rc = serex__metrics_enable(&p->metrics, cfg, p->max);
+    /* a part per slot made, and one shared by any made later */
+    int rc = serex__metrics_enable(&p->metrics, cfg, serex__pool_nslots(p) + 1);
 
     /* relaxed: submitters then read the set itself with acquire */
     if (rc == SEREX_OK)
@@ -161,8 +168,8 @@ void serex__pool_metrics(serex_executor *ex, serex_metrics *out)
     struct pool *p = serex__container_of(ex, struct pool, base);
 
     serex__metrics_read_slot(&p->metrics, out);
-    for (unsigned i = 0; i < p->max; i++) {
-        struct slot *s = &p->slots[i];
+    for (unsigned i = 0; i < serex__pool_nslots(p); i++) {
+        struct slot *s = serex__pool_slot(p, i);
 
         /* relaxed (all): statistics */
         out->steals += atomic_load_explicit(&s->steals, memory_order_relaxed);

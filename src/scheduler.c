@@ -36,19 +36,29 @@
  * one atomic word.
  *
  * --- The timer state machine (the low bits of the tag) ---
+ *   NEW      a token's timer being scheduled: taken from its slab, not yet
+ *            in a wheel (serex_schedule_token; "Tokens" below). Changes
+ *            only under the shard lock.
  *   PENDING  in its shard's wheel. Enters and leaves only under the shard
  *            lock, so whoever holds the lock and sees PENDING may unlink.
  *   QUEUED   taken out of the wheel by the timer thread (under the lock)
  *            and put in its target's batch for this fire, which is
  *            handed, or about to be handed, to the target (below).
  *   RUNNING  its run has started (QUEUED -> RUNNING, a CAS by the run).
- *   STOPPED  cancelled (or taken by shutdown_now) while QUEUED or RUNNING:
- *            whoever holds the run finishes it without running again.
+ *   STOPPED  cancelled (or taken by shutdown_now) while QUEUED (or NEW):
+ *            whoever holds the run finishes it without running it.
+ *   STOPPING a periodic timer cancelled while RUNNING: the run in
+ *            progress finishes, and the timer ends with it (no re-arm).
+ *            Apart from STOPPED so that "a run is in progress" (RUNNING
+ *            or STOPPING) can be read off the word: cancel and wait.
  *   DONE     finished; nothing but the handle refers to the record.
  * Flag HANDLE: the user holds a handle. DONE and HANDLE decide who frees:
  * the CAS that makes DONE frees if HANDLE is clear; serex_timer_release
  * frees if it sees DONE, else clears HANDLE by CAS. One CAS sees the
  * other's effect, so the record is freed exactly once.
+ * Flag WAITERS: a cancel_wait or a cancel_notify waits for the run in
+ * progress; set only on RUNNING or STOPPING ("Cancel and wait" below).
+ * Flag TOKEN: the record's class has a token's hook after it ("Tokens").
  *
  * Cancel against firing (who wins):
  *   PENDING: cancel takes the shard lock; if still PENDING it unlinks the
@@ -58,7 +68,7 @@
  *   QUEUED: cancel CASes QUEUED -> STOPPED; the run's CAS QUEUED -> RUNNING
  *     fails and it finishes without calling fn. If the run's CAS came
  *     first, cancel sees RUNNING: too late for a one-shot (false).
- *   RUNNING, periodic: cancel CASes RUNNING -> STOPPED and returns true;
+ *   RUNNING, periodic: cancel CASes RUNNING -> STOPPING and returns true;
  *     the run, on ending, CASes RUNNING -> PENDING to re-arm, fails, and
  *     finishes instead. So true means no run starts after cancel returns.
  * A target refusing the run: the timer thread CASes QUEUED -> DONE; if
@@ -156,6 +166,66 @@
  * sees: one task from the firing thread per fire, then one from each
  * batch's task for the next BATCH_RUNS runs.
  *
+ * --- Cancel and wait: who is told that a run in progress has ended ---
+ * serex_timer_cancel_wait and _notify cancel first (above), then look at
+ * the word. A run not started is always skipped (QUEUED -> STOPPED), so
+ * only a run in progress is waited for: RUNNING (a one-shot, too late to
+ * stop) or STOPPING; any other state means none is and none will start.
+ * A run in progress ends by one CAS to DONE (settle_into; a periodic one
+ * after its re-arm failed on STOPPING). A waiter marks the word WAITERS
+ * by CAS, only while it reads RUNNING or STOPPING; a settle that reads
+ * the mark takes the slow path (settle_waited) instead of its CAS, so the
+ * busy path pays one predictable branch on a word it has loaded, and no
+ * RMW. Who wins: the mark and the settle's CAS are on one word. If the
+ * settle's CAS came first, the waiter's fails and reads DONE (acquire:
+ * the run's writes are seen), and it returns, or posts its continuation
+ * itself; if the mark came first, the settle's CAS fails, reads the mark
+ * and goes slow. cancel_wait parks on the word (park_wait64, expecting
+ * the marked value) and the slow path wakes the lot after its CAS: the
+ * parking lot's re-read under its bucket lock loses no wake-up.
+ * cancel_notify files its continuation on the shard's list and marks,
+ * under the shard lock, and the slow path makes DONE and takes the
+ * record's continuations under the same lock: the filing came first
+ * (taken and posted by the settle) or finds DONE (posted by the notify).
+ * Taken under the lock, not looked up after: once DONE, a record with a
+ * handle may be freed by its release (which frees under that lock) and
+ * its address reused by a new timer with continuations of its own (a
+ * wake by address is harmless). A periodic timer never carries the mark
+ * back into a wheel: a waiter marks only after its own cancel, which
+ * leaves no periodic RUNNING (it is STOPPING), and re-arm needs RUNNING.
+ * Waiting for itself: a thread's runs in progress are a list on its stack
+ * (run_frames, which serex_timer_overrun reads too); cancel_wait called
+ * inside one of @t's runs says EDEADLK instead of parking. A run queued
+ * behind the caller (a serial, a manual executor) is never waited for:
+ * it is skipped. tests/model/sched_batch.pml (WAITER) checks the mark,
+ * the wake and the filing against runs, cancels and releases.
+ *
+ * --- Tokens: timers that obey a cancellation token ---
+ * A timer scheduled with a token has the token's hook (cancel_internal.h)
+ * after its record, in record classes of their own (88 and 104 bytes), so
+ * no other timer grows; TOKEN marks them. The hook's fire (tok_stop, on
+ * the cancelling thread) cancels as serex_timer_cancel does, but holds no
+ * handle: under the shard lock, PENDING out of the wheel to DONE (by CAS:
+ * a release may clear HANDLE meanwhile), QUEUED -> STOPPED, a periodic
+ * RUNNING -> STOPPING; a short lock, never a wait. The hook holds a
+ * reference to the token until it is removed, and remove waits for a
+ * fire under way, so the rule is: whoever frees a record removes its
+ * hook first, with no shard lock held (the fire takes it): settle_flush
+ * for the records a batch gathered, serex_timer_release, shard_sweep,
+ * free_scheduler for handles never released; and the fire itself for a
+ * PENDING timer no handle holds, which nobody would see again: it
+ * removes its own hook from inside its fire (at once, as
+ * cancel_internal.h allows) and frees the record, so a cancelled timer is
+ * not kept (promise 6). A timer is filed in two steps, so that no token
+ * lock is ever taken under a shard lock (cancel.c's deadline schedules
+ * and cancels with none held, and the fire takes a shard lock with none
+ * held): the record is taken NEW under the shard lock, the hook added
+ * with none held, then the record filed, under the lock again, if still
+ * NEW. A fire in between marks it STOPPED; schedule then takes the hook
+ * off, gives the record back and says the token's cause, as when the add
+ * finds the token cancelled. The model has a token's fire racing the
+ * owner, the user and the frees (TOKEN).
+ *
  * --- The timer thread: tickless sleep, lost-wake-up-proof ---
  * The thread advances every shard to now, hands out what is due (merged in
  * due order), then reads the bell, computes the earliest due key, stores
@@ -248,6 +318,7 @@
 
 #include "alloc_internal.h"
 #include "await_internal.h"
+#include "cancel_internal.h"
 #include "common_internal.h"
 #include "executor_internal.h"
 #include "exec_class_internal.h"
@@ -256,6 +327,7 @@
 #include "histogram_internal.h"
 #include "observe_internal.h"
 #include "life_internal.h"
+#include "nodecache_internal.h"
 #include "op_internal.h"
 #include "park_internal.h"
 #include "scheduler_internal.h"
@@ -276,18 +348,34 @@
 #define ST_RUNNING UINT64_C(2)
 #define ST_STOPPED UINT64_C(3)
 #define ST_DONE UINT64_C(4)
+#define ST_STOPPING UINT64_C(5) /* RUNNING, stopped: ends with its run */
+#define ST_NEW UINT64_C(6)      /* a token's timer not yet filed */
 #define ST_FREED UINT64_C(7) /* back in its slab: no handle, no owner */
 #define F_HANDLE UINT64_C(8)
 #define F_PERIODIC UINT64_C(16)
 #define F_FIXED_DELAY UINT64_C(32)
-/* A fixed-rate timer's serex_missed_policy, in the last two flag bits. */
+/* A fixed-rate timer's serex_missed_policy, in two flag bits. */
 #define MISSED_SHIFT 6
 #define MISSED_MASK (UINT64_C(3) << MISSED_SHIFT)
+/* Someone waits for the run in progress to end (cancel_wait parked on
+ * the tag, or a cancel_notify on the shard's list): its settle takes the
+ * shard lock (settle_waited). */
+#define F_WAITERS UINT64_C(256)
+/* The record obeys a token: its hook follows it (struct tok). */
+#define F_TOKEN UINT64_C(512)
 #define SEQ_ONE (UINT64_C(1) << SEREX__WTAG_SHIFT)
-_Static_assert(MISSED_MASK < SEQ_ONE, "the policy sits below the tie-breaker");
+_Static_assert(F_TOKEN < SEQ_ONE, "the flags sit below the tie-breaker");
 
 /* flags */
 #define SHUT 1u
+
+/* The cancel's body, shared by the busy serex_timer_cancel and the
+ * calls that wait: inlined, so the busy one pays no call. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define SCHED_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#  define SCHED_ALWAYS_INLINE inline
+#endif
 
 /* Distinct terminated targets destroy remembers while it looks for a
  * run that can still come (runs_stranded). */
@@ -344,9 +432,29 @@ struct periodic {
     uint64_t overrun;
 };
 
-enum { CLS_ONESHOT, CLS_PERIODIC, NCLS };
-static const size_t rec_size[NCLS] = {sizeof(struct serex_timer),
-                                      sizeof(struct periodic)};
+/* The hook of a timer that obeys a token (serex_schedule_token), after
+ * its record: see "Tokens" in the essay. */
+struct tok {
+    struct serex__cancel_hook hook;
+    serex_cancel *token; /* held by the hook, from add to remove */
+};
+
+struct oneshot_tok {
+    struct serex_timer t;
+    struct tok k;
+};
+
+struct periodic_tok {
+    struct periodic p;
+    struct tok k;
+};
+
+/* Record classes: a timer with a token is a class of its own, so that
+ * the others grow by no byte. */
+enum { CLS_ONESHOT, CLS_PERIODIC, CLS_ONESHOT_TOK, CLS_PERIODIC_TOK, NCLS };
+static const size_t rec_size[NCLS] = {
+    sizeof(struct serex_timer), sizeof(struct periodic),
+    sizeof(struct oneshot_tok), sizeof(struct periodic_tok)};
 
 struct sched_shard;
 
@@ -368,6 +476,8 @@ struct sched_shard {
     struct slab *partial[NCLS];  /* slabs with room */
     struct slab *spare[NCLS];    /* one empty slab kept for the next burst */
     struct slab *all;            /* every slab, spares included */
+    struct notify *notify;       /* cancel_notify's, waiting for a run in
+                                    progress to end; under lock */
     struct serex_scheduler *s;
 };
 
@@ -448,6 +558,39 @@ static struct sched_shard *timer_shard(const struct serex_timer *t)
 static struct periodic *periodic_of(struct serex_timer *t)
 {
     return serex__container_of(t, struct periodic, t);
+}
+
+/* The hook of @t, a timer with F_TOKEN in its flags @v. */
+static struct tok *tok_of(struct serex_timer *t, uint64_t v)
+{
+    if (v & F_PERIODIC)
+        return &serex__container_of(periodic_of(t), struct periodic_tok, p)->k;
+    return &serex__container_of(t, struct oneshot_tok, t)->k;
+}
+
+/* Takes @t's hook off its token (F_TOKEN in @v) before its record is
+ * freed: whoever frees a record removes its hook. With no shard lock
+ * held: the hook's fire takes it, and remove waits for a fire under way
+ * (cancel_internal.h). */
+static void timer_unhook(struct serex_timer *t, uint64_t v)
+{
+    struct tok *k = tok_of(t, v);
+
+    serex__cancel_hook_remove(k->token, &k->hook);
+}
+
+/* timer_unhook for each record with a token on @list, a list of dead
+ * records linked through their first word (settle_flush's, shard_sweep's). */
+static void unhook_list(void *list)
+{
+    for (void *r = list; r != NULL; r = *(void **)r) {
+        struct serex_timer *t = r;
+        /* relaxed: the flags never change; the record is ours to free */
+        uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+
+        if (v & F_TOKEN)
+            timer_unhook(t, v);
+    }
 }
 
 /* --- slabs (every call under the shard lock) --- */
@@ -700,9 +843,10 @@ struct settle_acc {
     struct sched_shard *sh; /* the shard of what is gathered; NULL: none */
     size_t n;               /* records made DONE, not yet counted */
     void *free;             /* those with no handle, to free */
+    bool tokens;            /* some of them have a hook to remove */
 };
 
-#define SETTLE_ACC_INIT {NULL, 0, NULL}
+#define SETTLE_ACC_INIT ((struct settle_acc){NULL, 0, NULL, false})
 
 /* Frees and counts what @acc gathered, under its shard's lock, once. */
 static void settle_flush(struct serex_scheduler *s, struct settle_acc *acc)
@@ -713,6 +857,10 @@ static void settle_flush(struct serex_scheduler *s, struct settle_acc *acc)
 
     if (acc->n == 0)
         return;
+    if (serex__unlikely(acc->tokens)) { /* hooks off before the lock */
+        unhook_list(acc->free);
+        acc->tokens = false;
+    }
     serex__spin_lock(&sh->lock);
     while (acc->free != NULL) {
         void *r = acc->free;
@@ -727,6 +875,24 @@ static void settle_flush(struct serex_scheduler *s, struct settle_acc *acc)
     if (tell)
         wake_awaiters(s);
 }
+
+/* After the CAS that made @t DONE from @v: counts it, and gathers it to
+ * be freed if no handle holds it (then its first word is unused). */
+static void settle_gather(struct settle_acc *acc, struct serex_timer *t,
+                          uint64_t v)
+{
+    SEREX_ASSERT(tag_state(v) != ST_DONE && tag_state(v) != ST_PENDING &&
+                 tag_state(v) != ST_NEW);
+    if (!(v & F_HANDLE)) {
+        acc->tokens |= (v & F_TOKEN) != 0;
+        *(void **)t = acc->free;
+        acc->free = t;
+    }
+    acc->n++;
+}
+
+static uint64_t settle_waited(struct serex_scheduler *s, struct serex_timer *t,
+                              struct settle_acc *acc);
 
 /*
  * Makes @t DONE from whatever state it is in (not PENDING: the caller
@@ -749,19 +915,18 @@ static uint64_t settle_into(struct serex_scheduler *s, struct serex_timer *t,
     /* relaxed: a first guess for the CAS */
     v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
     /* acq_rel: the release side publishes our last use of the record to
-     * a release that frees it once DONE; the acquire side pairs with
+     * a release that frees it once DONE, and the run's writes to a
+     * cancel_wait that reads DONE (acquire); the acquire side pairs with
      * release's clearing of HANDLE (whoever frees saw the other's last
-     * use) */
-    while (!atomic_compare_exchange_weak_explicit(
+     * use). A waiter's mark sends us to the lock instead (a CAS that
+     * fails because it appeared looks again and sees it). */
+    do {
+        if (serex__unlikely(v & F_WAITERS))
+            return settle_waited(s, t, acc);
+    } while (!atomic_compare_exchange_weak_explicit(
         &t->w.tag, &v, (v & ~ST_MASK) | ST_DONE, memory_order_acq_rel,
-        memory_order_relaxed))
-        ;
-    SEREX_ASSERT(tag_state(v) != ST_DONE && tag_state(v) != ST_PENDING);
-    if (!(v & F_HANDLE)) { /* ours to free: its first word is unused now */
-        *(void **)t = acc->free;
-        acc->free = t;
-    }
-    acc->n++;
+        memory_order_relaxed));
+    settle_gather(acc, t, v);
     return tag_state(v);
 }
 
@@ -799,76 +964,69 @@ static SEREX__NOINLINE void schedule_told(struct serex_scheduler *s,
                          key - sched_now(s));
 }
 
-static int schedule(struct serex_scheduler *s, serex_executor *target,
-                    int64_t delay_ns, int64_t period_ns, uint64_t flags,
-                    serex_fn fn, void *arg, serex_timer **out)
+/*
+ * Takes a record of @cls from @sh for a new timer: on SEREX_OK with @sh's
+ * lock held, and *@fresh a slab allocated unlocked and not used after all
+ * (to free once unlocked), or NULL. On failure (SEREX_EREJECTED: shut
+ * down; SEREX_ENOMEM) the lock is not held and the cap's place is given
+ * back. Every slab full: one is allocated with the lock free (256 KiB, a
+ * system call, while the timer thread or another producer would spin),
+ * then the shard is looked at again: another may have made room.
+ */
+static inline int shard_take_record(struct serex_scheduler *s,
+                                    struct sched_shard *sh, unsigned cls,
+                                    struct serex_timer **t, struct slab **fresh)
 {
-    unsigned cls = (flags & F_PERIODIC) ? CLS_PERIODIC : CLS_ONESHOT;
-    struct serex_timer *t;
-    struct sched_shard *sh;
-    struct slab *fresh = NULL; /* a slab allocated unlocked */
-    int64_t key;
-    int rc;
-
-    if (out != NULL)
-        *out = NULL;
-    if (s == NULL || fn == NULL || delay_ns < 0 ||
-        (target != NULL && target->ops == NULL))
-        return SEREX_EINVAL;
-    if (serex__unlikely(serex__forked_since(s->gen)))
-        return SEREX_EREJECTED; /* a child: see serex__fork_register */
-    if (s->max_timers != 0 && !cap_reserve(s))
-        /* relaxed: shut down and full, either answer is right */
-        return (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT)
-                   ? SEREX_EREJECTED
-                   : SEREX_EFULL;
-    key = sat_add(sched_now(s), delay_ns);
-    sh = my_shard(s);
+    *fresh = NULL;
     serex__spin_lock(&sh->lock);
     for (;;) {
         /* relaxed: shutdown sets SHUT and then takes this lock (see
          * essay); looked at again after a slab was allocated unlocked */
-        if (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT) {
-            rc = SEREX_EREJECTED;
+        if (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT)
             break;
-        }
-        if ((t = rec_alloc(sh, cls)) != NULL) {
-            rc = SEREX_OK;
-            break;
-        }
-        if (fresh != NULL) { /* still no room: the new slab's turn */
-            slab_add(sh, fresh, cls);
-            fresh = NULL;
+        if ((*t = rec_alloc(sh, cls)) != NULL)
+            return SEREX_OK;
+        if (*fresh != NULL) { /* still no room: the new slab's turn */
+            slab_add(sh, *fresh, cls);
+            *fresh = NULL;
             continue;
         }
-        /* Every slab full: allocate one with the lock free (256 KiB, a
-         * system call, while the timer thread or another producer would
-         * spin), then look again: another may have made room meanwhile. */
         serex__spin_unlock(&sh->lock);
-        fresh = serex__alloc_aligned(SLAB_BYTES, SLAB_BYTES);
-        if (fresh == NULL) {
+        *fresh = serex__alloc_aligned(SLAB_BYTES, SLAB_BYTES);
+        if (*fresh == NULL) {
             cap_release(s, 1);
             return SEREX_ENOMEM;
         }
         serex__spin_lock(&sh->lock);
     }
-    if (rc != SEREX_OK) {
-        serex__spin_unlock(&sh->lock);
-        serex__free(fresh); /* NULL, or one shutdown made useless */
-        cap_release(s, 1);
-        return rc;
-    }
+    serex__spin_unlock(&sh->lock);
+    serex__free(*fresh); /* NULL, or one shutdown made useless */
+    *fresh = NULL;
+    cap_release(s, 1);
+    return SEREX_EREJECTED;
+}
+
+/* The task and its target (and period) in a record just taken. */
+static inline void timer_init(struct serex_timer *t, uint64_t flags,
+                              serex_executor *target, int64_t period_ns,
+                              serex_fn fn, void *arg)
+{
     t->fn = fn;
     t->arg = arg;
     t->target = target;
-    if (cls == CLS_PERIODIC) {
+    if (flags & F_PERIODIC) {
         periodic_of(t)->period = period_ns;
         periodic_of(t)->overrun = 0;
     }
+}
+
+/* Files @t in @sh's wheel, due at @key, with @tag's flags (under the
+ * shard lock): a new tie-breaker, PENDING, counted active. */
+static inline void timer_file(struct sched_shard *sh, struct serex_timer *t,
+                              uint64_t tag, int64_t key)
+{
     /* relaxed: published by the shard lock, or by the handle's return */
-    atomic_store_explicit(&t->w.tag,
-                          sh->seq++ * SEQ_ONE | flags | ST_PENDING |
-                              (out != NULL ? F_HANDLE : 0),
+    atomic_store_explicit(&t->w.tag, sh->seq++ * SEQ_ONE | tag | ST_PENDING,
                           memory_order_relaxed);
     serex__wtimer_init(&t->w);
     serex__wheel_add(&sh->wheel, &t->w, key);
@@ -879,6 +1037,53 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
         atomic_load_explicit(&sh->active, memory_order_relaxed) + 1,
         memory_order_relaxed);
     sh->scheduled++;
+}
+
+/* Bad input (promise 8) and a forked child's refusal, as schedule says. */
+static int schedule_check(struct serex_scheduler *s, serex_executor *target,
+                          int64_t delay_ns, serex_fn fn)
+{
+    if (s == NULL || fn == NULL || delay_ns < 0 ||
+        (target != NULL && target->ops == NULL))
+        return SEREX_EINVAL;
+    if (serex__unlikely(serex__forked_since(s->gen)))
+        return SEREX_EREJECTED; /* a child: see serex__fork_register */
+    return SEREX_OK;
+}
+
+/* With max_timers, a place for one more (cap_reserve), or the status. */
+static int schedule_place(struct serex_scheduler *s)
+{
+    if (s->max_timers == 0 || cap_reserve(s))
+        return SEREX_OK;
+    /* relaxed: shut down and full, either answer is right */
+    return (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT)
+               ? SEREX_EREJECTED
+               : SEREX_EFULL;
+}
+
+static int schedule(struct serex_scheduler *s, serex_executor *target,
+                    int64_t delay_ns, int64_t period_ns, uint64_t flags,
+                    serex_fn fn, void *arg, serex_timer **out)
+{
+    unsigned cls = (flags & F_PERIODIC) ? CLS_PERIODIC : CLS_ONESHOT;
+    struct serex_timer *t;
+    struct sched_shard *sh;
+    struct slab *fresh; /* a slab allocated unlocked, not used */
+    int64_t key;
+    int rc;
+
+    if (out != NULL)
+        *out = NULL;
+    if ((rc = schedule_check(s, target, delay_ns, fn)) != SEREX_OK ||
+        (rc = schedule_place(s)) != SEREX_OK)
+        return rc;
+    key = sat_add(sched_now(s), delay_ns);
+    sh = my_shard(s);
+    if ((rc = shard_take_record(s, sh, cls, &t, &fresh)) != SEREX_OK)
+        return rc;
+    timer_init(t, flags, target, period_ns, fn, arg);
+    timer_file(sh, t, flags | (out != NULL ? F_HANDLE : 0), key);
     serex__spin_unlock(&sh->lock);
     if (serex__unlikely(fresh != NULL))
         serex__free(fresh); /* unused: another made room first */
@@ -957,7 +1162,7 @@ static bool cancel_done(struct serex_scheduler *s, serex_timer *t)
 }
 
 /* Cancels a PENDING timer under its shard lock; false if it moved on. */
-static bool cancel_pending(struct serex_timer *t)
+static SCHED_ALWAYS_INLINE bool cancel_pending(struct serex_timer *t)
 {
     struct sched_shard *sh = timer_shard(t);
     uint64_t v;
@@ -984,18 +1189,25 @@ static bool cancel_pending(struct serex_timer *t)
     return cancel_done(sh->s, t);
 }
 
-bool serex_timer_cancel(serex_timer *t)
+/* The handle holder's word, checked: a released handle is a misuse. */
+static uint64_t timer_checked(serex_timer *t, const char *call)
 {
-    uint64_t v;
+    /* relaxed: a first guess; every decision is a CAS or taken under the
+     * shard lock */
+    uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
 
-    if (t == NULL)
-        return false;
-    /* relaxed: a first guess; every decision below is a CAS or is taken
-     * under the shard lock */
-    v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
     if (serex__unlikely(!(v & F_HANDLE))) /* only the holder clears it */
-        serex__misuse("serex_timer_cancel",
-                      "timer used after serex_timer_release");
+        serex__misuse(call, "timer used after serex_timer_release");
+    return v;
+}
+
+/*
+ * serex_timer_cancel for a holder of @t's handle (@v: its word, checked).
+ * The cancel/fire race of the essay: PENDING under the shard lock, QUEUED
+ * -> STOPPED and (periodic) RUNNING -> STOPPING by CAS.
+ */
+static SCHED_ALWAYS_INLINE bool timer_stop(serex_timer *t, uint64_t v)
+{
     for (;;) {
         switch (tag_state(v)) {
         case ST_PENDING:
@@ -1007,9 +1219,12 @@ bool serex_timer_cancel(serex_timer *t)
         case ST_QUEUED:
             if (tag_state(v) == ST_RUNNING && !(v & F_PERIODIC))
                 return false; /* a one-shot that started: too late */
-            /* relaxed: whoever holds the run reads STOPPED by CAS */
+            /* relaxed: whoever holds the run reads STOPPED (or STOPPING)
+             * by CAS */
             if (atomic_compare_exchange_weak_explicit(
-                    &t->w.tag, &v, (v & ~ST_MASK) | ST_STOPPED,
+                    &t->w.tag, &v,
+                    (v & ~ST_MASK) |
+                        (tag_state(v) == ST_QUEUED ? ST_STOPPED : ST_STOPPING),
                     memory_order_relaxed, memory_order_relaxed))
                 /* Stopped either way (its queued run is skipped, a
                  * running one not re-armed), but a periodic timer that
@@ -1024,10 +1239,17 @@ bool serex_timer_cancel(serex_timer *t)
                           SHUT)) &&
                        cancel_done(timer_shard(t)->s, t);
             continue;
-        default: /* STOPPED, DONE: someone else ended it */
+        default: /* STOPPED, STOPPING, DONE: someone else ended it */
             return false;
         }
     }
+}
+
+bool serex_timer_cancel(serex_timer *t)
+{
+    if (t == NULL)
+        return false;
+    return timer_stop(t, timer_checked(t, "serex_timer_cancel"));
 }
 
 void serex_timer_release(serex_timer *t)
@@ -1048,6 +1270,8 @@ void serex_timer_release(serex_timer *t)
             struct sched_shard *sh = timer_shard(t);
             struct slab *grave = NULL;
 
+            if (serex__unlikely(v & F_TOKEN))
+                timer_unhook(t, v); /* before the lock its fire takes */
             serex__spin_lock(&sh->lock);
             rec_free(sh, t, &grave);
             serex__spin_unlock(&sh->lock);
@@ -1061,6 +1285,429 @@ void serex_timer_release(serex_timer *t)
                 memory_order_acquire))
             return;
     }
+}
+
+/* --- cancel and wait, cancel and notify --- */
+
+/* The runs in progress on this thread, innermost first (a run may run
+ * another: a nested advance or manual run): serex_timer_overrun's, and
+ * cancel_wait's EDEADLK. On the runs' stacks. */
+struct run_frame {
+    const struct serex_timer *t;
+    const struct periodic *p; /* t's, if periodic; else NULL */
+    struct run_frame *up;
+};
+static SEREX__THREAD_LOCAL struct run_frame *run_frames;
+
+/* Whether a run of the timer of word @v has started and not returned
+ * (cancel_wait and cancel_notify wait only for that: a run not started
+ * is always skipped once cancelled). */
+static bool run_in_progress(uint64_t v)
+{
+    return tag_state(v) == ST_RUNNING || tag_state(v) == ST_STOPPING;
+}
+
+/* Whether the calling thread is inside a run of @t: waiting for it to
+ * end would wait for itself. */
+static bool run_is_ours(const struct serex_timer *t)
+{
+    for (const struct run_frame *f = run_frames; f != NULL; f = f->up)
+        if (f->t == t)
+            return true;
+    return false;
+}
+
+int serex_timer_cancel_wait(serex_timer *t, int64_t timeout_ns, bool *stopped)
+{
+    int64_t deadline = INT64_MAX;
+    uint64_t v;
+    bool st;
+
+    if (stopped != NULL)
+        *stopped = false;
+    if (t == NULL || !serex__timeout_valid(timeout_ns))
+        return SEREX_EINVAL;
+    st = timer_stop(t, timer_checked(t, "serex_timer_cancel_wait"));
+    if (stopped != NULL)
+        *stopped = st;
+    /* acquire: pairs with the settle's CAS to DONE (settle_into,
+     * settle_waited): the run's writes are visible once it has ended */
+    v = atomic_load_explicit(&t->w.tag, memory_order_acquire);
+    if (!run_in_progress(v))
+        return SEREX_OK;
+    if (run_is_ours(t))
+        return SEREX_EDEADLK; /* it ends only once we return */
+    if (timeout_ns > 0)
+        deadline = serex__deadline(timeout_ns);
+    for (;;) {
+        if (!run_in_progress(v))
+            return SEREX_OK;
+        if (timeout_ns == 0)
+            return SEREX_ETIMEDOUT;
+        /* acquire on failure: as above, for the look at the word it
+         * reads (C11 wants the success order as strong); the mark itself
+         * publishes nothing: it sends the settle to the lock and the
+         * wake (settle_waited), and the park re-reads the word under its
+         * bucket lock */
+        if (!(v & F_WAITERS) && !atomic_compare_exchange_weak_explicit(
+                                    &t->w.tag, &v, v | F_WAITERS,
+                                    memory_order_acquire, memory_order_acquire))
+            continue;
+        if (serex__park_wait64(&t->w.tag, v | F_WAITERS, deadline) ==
+            SEREX_ETIMEDOUT)
+            timeout_ns = 0; /* one last look, then ETIMEDOUT */
+        v = atomic_load_explicit(&t->w.tag, memory_order_acquire);
+    }
+}
+
+/* A serex_timer_cancel_notify continuation (a node-cache block). */
+struct notify {
+    struct serex__op op;         /* posted to target as this op */
+    struct notify *next;         /* the shard's list, under its lock */
+    const struct serex_timer *t; /* whose run it waits for */
+    serex_executor *target;
+    serex_fn fn;
+    void *arg;
+};
+_Static_assert(sizeof(struct notify) <= 64, "a notify fits class 64");
+
+/* Runs the continuation where it is, its block freed first (fn may end
+ * anything, the scheduler included). */
+static void notify_run(struct serex__op *op)
+{
+    struct notify n = *serex__container_of(op, struct notify, op);
+
+    serex__cache_free(SEREX__CLASS_64, op);
+    n.fn(n.arg);
+}
+
+static void notify_dropped(struct serex__op *op, serex_pending_fn on_pending,
+                           void *ctx)
+{
+    (void)on_pending;
+    (void)ctx;
+    notify_run(op); /* runs here (promise 2a) */
+}
+
+static const struct serex__op_class notify_class = {
+    "timer cancel notify",
+    notify_run,
+    notify_dropped,
+};
+
+/* Posts each continuation of @list in order; one its target refuses
+ * runs here (promise 2a). */
+static void notify_post(struct notify *list)
+{
+    while (list != NULL) {
+        struct notify *next = list->next;
+
+        if (serex__op_submit(list->target, &list->op) != SEREX_OK)
+            notify_run(&list->op);
+        list = next;
+    }
+}
+
+/* Under @sh's lock: takes @t's continuations off the shard's list (which
+ * is newest first), oldest first. */
+static struct notify *notify_take(struct sched_shard *sh,
+                                  const struct serex_timer *t)
+{
+    struct notify **pp = &sh->notify, *mine = NULL;
+
+    while (*pp != NULL) {
+        struct notify *n = *pp;
+
+        if (n->t != t) {
+            pp = &n->next;
+            continue;
+        }
+        *pp = n->next;
+        n->next = mine;
+        mine = n;
+    }
+    return mine;
+}
+
+/*
+ * Files @n on @t's shard if a run of @t is in progress, and marks the
+ * tag (F_WAITERS), so that the run's settle takes the lock and posts it
+ * (settle_waited); both under the lock, so the settle either comes after
+ * and finds @n, or came before and we find the run over. false: no run
+ * in progress, the caller posts @n itself.
+ */
+static bool notify_add(struct serex_timer *t, struct notify *n)
+{
+    struct sched_shard *sh = timer_shard(t);
+    uint64_t v;
+
+    serex__spin_lock(&sh->lock);
+    /* acquire: if the run is over, its writes are visible to @n, which
+     * the caller posts */
+    v = atomic_load_explicit(&t->w.tag, memory_order_acquire);
+    for (;;) {
+        if (!run_in_progress(v)) {
+            serex__spin_unlock(&sh->lock);
+            return false;
+        }
+        /* acquire on failure, as above (and on success, as C11 wants):
+         * the mark publishes nothing, the settle that sees it takes this
+         * lock */
+        if ((v & F_WAITERS) || atomic_compare_exchange_weak_explicit(
+                                   &t->w.tag, &v, v | F_WAITERS,
+                                   memory_order_acquire, memory_order_acquire))
+            break;
+    }
+    n->next = sh->notify;
+    sh->notify = n;
+    serex__spin_unlock(&sh->lock);
+    return true;
+}
+
+int serex_timer_cancel_notify(serex_timer *t, serex_executor *target,
+                              serex_fn fn, void *arg, bool *stopped)
+{
+    struct notify *n;
+    uint64_t v;
+    bool st;
+
+    if (stopped != NULL)
+        *stopped = false;
+    if (t == NULL || target == NULL || target->ops == NULL || fn == NULL)
+        return SEREX_EINVAL;
+    v = timer_checked(t, "serex_timer_cancel_notify");
+    n = serex__cache_alloc(SEREX__CLASS_64); /* first: ENOMEM changes
+                                                nothing */
+    if (n == NULL)
+        return SEREX_ENOMEM;
+    *n = (struct notify){{&notify_class}, NULL, t, target, fn, arg};
+    st = timer_stop(t, v);
+    if (stopped != NULL)
+        *stopped = st; /* before fn can run */
+    if (!notify_add(t, n))
+        notify_post(n);
+    return SEREX_OK;
+}
+
+/*
+ * settle_into for a run someone waits for (F_WAITERS): DONE under the
+ * shard lock, so that a cancel_notify filing under it came before (its
+ * continuation is taken here) or finds the run over. Taken under the
+ * lock, not looked up after: once DONE, a record with a handle may be
+ * freed by its release (under this lock) and its address reused by a
+ * new timer with continuations of its own. Then the parked cancel_waits
+ * are woken (by address: the record may be gone) and the continuations
+ * posted, after the settle is gathered (one may release the handle).
+ */
+static uint64_t settle_waited(struct serex_scheduler *s, struct serex_timer *t,
+                              struct settle_acc *acc)
+{
+    struct sched_shard *sh = acc->sh;
+    struct notify *taken;
+    uint64_t v;
+
+    (void)s;
+    serex__spin_lock(&sh->lock);
+    /* relaxed: a first guess; only HANDLE can change meanwhile */
+    v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+    /* acq_rel: as settle_into's CAS */
+    while (!atomic_compare_exchange_weak_explicit(
+        &t->w.tag, &v, (v & ~(ST_MASK | F_WAITERS)) | ST_DONE,
+        memory_order_acq_rel, memory_order_relaxed))
+        ;
+    taken = notify_take(sh, t);
+    serex__spin_unlock(&sh->lock);
+    settle_gather(acc, t, v);
+    serex__park_wake_all(&t->w.tag);
+    notify_post(taken);
+    return tag_state(v);
+}
+
+bool serex__timer_has_waiters(serex_timer *t)
+{
+    /* relaxed: a snapshot for tests */
+    return (atomic_load_explicit(&t->w.tag, memory_order_relaxed) &
+            F_WAITERS) != 0;
+}
+
+/* --- tokens --- */
+
+/*
+ * The token was cancelled (the hook's fire, on the cancelling thread):
+ * @t is cancelled as serex_timer_cancel would, but by no handle's
+ * holder. A PENDING timer leaves its wheel under the shard lock (a
+ * release may clear HANDLE meanwhile: a CAS), and if no handle holds it,
+ * it is ours to free: its hook is removed from inside its fire (at once)
+ * and the record freed. A timer being scheduled (NEW) is marked STOPPED
+ * for serex_schedule_token to undo. Never blocks: a short lock.
+ */
+static void tok_stop(struct serex_timer *t)
+{
+    struct sched_shard *sh = timer_shard(t);
+    struct serex_scheduler *s = sh->s;
+    bool tell = false, stopped = false, mine = false;
+    uint64_t v, to;
+
+    serex__spin_lock(&sh->lock);
+    /* relaxed: PENDING and NEW change only under this lock; the other
+     * states are decided by the CAS */
+    v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+    for (;;) {
+        if (tag_state(v) == ST_PENDING) {
+            serex__wheel_del(&sh->wheel, &t->w);
+            /* acq_rel, as settle_into's: whoever frees saw the other's
+             * last use */
+            while (!atomic_compare_exchange_weak_explicit(
+                &t->w.tag, &v, (v & ~ST_MASK) | ST_DONE, memory_order_acq_rel,
+                memory_order_relaxed))
+                ;
+            tell = count_done(s, sh, 1);
+            stopped = true;
+            mine = !(v & F_HANDLE);
+            break;
+        }
+        if (tag_state(v) == ST_NEW || tag_state(v) == ST_QUEUED)
+            to = ST_STOPPED;
+        else if (tag_state(v) == ST_RUNNING && (v & F_PERIODIC))
+            to = ST_STOPPING;
+        else
+            break; /* a one-shot that started, or one that ended */
+        /* relaxed: as serex_timer_cancel's; NEW is read under this lock */
+        if (atomic_compare_exchange_weak_explicit(
+                &t->w.tag, &v, (v & ~ST_MASK) | to, memory_order_relaxed,
+                memory_order_relaxed)) {
+            stopped = tag_state(v) != ST_NEW;
+            break;
+        }
+    }
+    serex__spin_unlock(&sh->lock);
+    if (tell)
+        wake_awaiters(s);
+    if (stopped)
+        cancel_done(s, t);
+    if (mine) {
+        struct slab *grave = NULL;
+
+        timer_unhook(t, v); /* inside its fire: returns at once */
+        serex__spin_lock(&sh->lock);
+        rec_free(sh, t, &grave);
+        serex__spin_unlock(&sh->lock);
+        slabs_free(grave);
+    }
+}
+
+static void tok_fire_oneshot(struct serex__cancel_hook *h, int cause)
+{
+    (void)cause;
+    tok_stop(&serex__container_of(h, struct oneshot_tok, k.hook)->t);
+}
+
+static void tok_fire_periodic(struct serex__cancel_hook *h, int cause)
+{
+    (void)cause;
+    tok_stop(&serex__container_of(h, struct periodic_tok, k.hook)->p.t);
+}
+
+/* A token's timer that never got into a wheel: its hook off (unless it
+ * was never on), its record back, its cap place given back. */
+static void tok_undo(struct serex_scheduler *s, struct sched_shard *sh,
+                     struct serex_timer *t, bool hooked)
+{
+    struct slab *grave = NULL;
+
+    if (hooked) /* relaxed: our own flags */
+        timer_unhook(t, atomic_load_explicit(&t->w.tag, memory_order_relaxed));
+    serex__spin_lock(&sh->lock);
+    rec_free(sh, t, &grave);
+    serex__spin_unlock(&sh->lock);
+    slabs_free(grave);
+    cap_release(s, 1);
+}
+
+/*
+ * schedule with a token: a record of a token class, taken (NEW, not in
+ * the wheel), its hook added with no lock held (the token's lock, then
+ * ours would nest), then filed if the hook's fire did not come first. A
+ * token cancelled already, or meanwhile, schedules nothing: its cause.
+ */
+static int schedule_token(struct serex_scheduler *s, serex_executor *target,
+                          int64_t delay_ns, int64_t period_ns, uint64_t flags,
+                          serex_cancel *token, serex_fn fn, void *arg,
+                          serex_timer **out)
+{
+    unsigned cls = (flags & F_PERIODIC) ? CLS_PERIODIC_TOK : CLS_ONESHOT_TOK;
+    uint64_t fl = flags | F_TOKEN | (out != NULL ? F_HANDLE : 0), v;
+    struct serex_timer *t;
+    struct sched_shard *sh;
+    struct slab *fresh;
+    struct tok *k;
+    int64_t key;
+    int rc;
+
+    if (token == NULL)
+        return schedule(s, target, delay_ns, period_ns, flags, fn, arg, out);
+    if (out != NULL)
+        *out = NULL;
+    if ((rc = schedule_check(s, target, delay_ns, fn)) != SEREX_OK ||
+        (rc = schedule_place(s)) != SEREX_OK)
+        return rc;
+    key = sat_add(sched_now(s), delay_ns);
+    sh = my_shard(s);
+    if ((rc = shard_take_record(s, sh, cls, &t, &fresh)) != SEREX_OK)
+        return rc;
+    timer_init(t, flags, target, period_ns, fn, arg);
+    k = tok_of(t, fl);
+    k->hook.fire = (fl & F_PERIODIC) ? tok_fire_periodic : tok_fire_oneshot;
+    k->token = token;
+    /* relaxed: read under this lock (the fire, and us below) */
+    atomic_store_explicit(&t->w.tag, fl | ST_NEW, memory_order_relaxed);
+    serex__spin_unlock(&sh->lock);
+    serex__free(fresh);
+    if ((rc = serex__cancel_hook_add(token, &k->hook)) != 0) {
+        tok_undo(s, sh, t, false); /* cancelled already: no remove owed */
+        return rc;
+    }
+    serex__spin_lock(&sh->lock);
+    /* relaxed: NEW changes only under this lock */
+    v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+    if (tag_state(v) != ST_NEW ||
+        (atomic_load_explicit(&s->flags, memory_order_relaxed) & SHUT)) {
+        serex__spin_unlock(&sh->lock);
+        tok_undo(s, sh, t, true);
+        /* the fire came first: the cause (read after the fire's CAS,
+         * which follows the cause's store) */
+        return tag_state(v) != ST_NEW ? serex_cancel_cause(token)
+                                      : SEREX_EREJECTED;
+    }
+    timer_file(sh, t, fl, key);
+    serex__spin_unlock(&sh->lock);
+    if (serex__unlikely(serex__obs_timers_listening()))
+        schedule_told(s, t, key);
+    sched_poke(s, key);
+    if (out != NULL)
+        *out = t;
+    return SEREX_OK;
+}
+
+int serex_schedule_token(serex_scheduler *s, serex_executor *target,
+                         int64_t delay_ns, serex_cancel *token, serex_fn fn,
+                         void *arg, serex_timer **out)
+{
+    return schedule_token(s, target, delay_ns, 0, 0, token, fn, arg, out);
+}
+
+int serex_schedule_fixed_rate_token(serex_scheduler *s, serex_executor *target,
+                                    int64_t initial_ns, int64_t period_ns,
+                                    serex_cancel *token, serex_fn fn, void *arg,
+                                    serex_timer **out)
+{
+    if (period_ns <= 0) {
+        if (out != NULL)
+            *out = NULL;
+        return SEREX_EINVAL;
+    }
+    return schedule_token(s, target, initial_ns, period_ns, F_PERIODIC, token,
+                          fn, arg, out);
 }
 
 /* --- running --- */
@@ -1125,6 +1772,8 @@ static bool rearm(struct serex_scheduler *s, struct serex_timer *t, int64_t due,
     }
     v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
     do {
+        /* a waiter marks only a run it stopped (STOPPING), or a one-shot */
+        SEREX_ASSERT(!(v & F_WAITERS) || tag_state(v) != from);
         if (tag_state(v) != from) { /* cancel stopped it */
             serex__spin_unlock(&sh->lock);
             return false;
@@ -1141,9 +1790,6 @@ static bool rearm(struct serex_scheduler *s, struct serex_timer *t, int64_t due,
     sched_poke(s, due);
     return true;
 }
-
-/* The periodic run in progress on this thread (serex_timer_overrun). */
-static SEREX__THREAD_LOCAL const struct periodic *current_run;
 
 static serex_missed_policy missed_policy(uint64_t v)
 {
@@ -1193,14 +1839,27 @@ static void run_periodic(struct serex_timer *t, uint64_t v, int64_t start,
                          struct serex__frame *frame, serex_executor *face)
 {
     struct periodic *p = periodic_of(t);
-    const struct periodic *outer = current_run; /* a run inside a run */
+    struct run_frame rf = {t, p, run_frames}; /* a run inside a run */
 
     p->overrun += folded(t, v, start);
-    current_run = p;
+    run_frames = &rf;
     serex__frame_push(frame, face);
     t->fn(t->arg);
     serex__frame_pop(frame);
-    current_run = outer;
+    run_frames = rf.up;
+}
+
+/* Runs a one-shot timer's task, known as in progress on this thread. */
+static void run_oneshot(struct serex_timer *t, struct serex__frame *frame,
+                        serex_executor *face)
+{
+    struct run_frame rf = {t, NULL, run_frames};
+
+    run_frames = &rf;
+    serex__frame_push(frame, face);
+    t->fn(t->arg);
+    serex__frame_pop(frame);
+    run_frames = rf.up;
 }
 
 /* A periodic run has ended: back into the wheel, unless stopped. Returns
@@ -1233,7 +1892,9 @@ static bool run_missed(struct serex_scheduler *s, struct serex_timer *t,
 
 uint64_t serex_timer_overrun(void)
 {
-    return current_run != NULL ? current_run->overrun : 0;
+    const struct run_frame *f = run_frames;
+
+    return f != NULL && f->p != NULL ? f->p->overrun : 0;
 }
 
 /*
@@ -1321,9 +1982,7 @@ static void run_timer(struct serex_scheduler *s, struct serex_timer *t,
     if (serex__unlikely(sched_watched(s)))
         run_watch_begin(s, t, &w);
     if (!(v & F_PERIODIC)) {
-        serex__frame_push(&frame, &s->face);
-        t->fn(t->arg);
-        serex__frame_pop(&frame);
+        run_oneshot(t, &frame, &s->face);
         run_watch_end(s, &w);
         settle_into(s, t, acc);
         return;
@@ -1877,6 +2536,22 @@ static bool set_shut(struct serex_scheduler *s)
     return !(old & SHUT);
 }
 
+/* Frees @list, dead records of @sh with hooks, linked through their
+ * first word: the hooks off, then the records back under the lock. */
+static void shard_free_hooked(struct sched_shard *sh, void *list,
+                              struct slab **grave)
+{
+    unhook_list(list);
+    serex__spin_lock(&sh->lock);
+    while (list != NULL) {
+        void *r = list;
+
+        list = *(void **)r;
+        rec_free(sh, r, grave);
+    }
+    serex__spin_unlock(&sh->lock);
+}
+
 /*
  * Takes every timer out of @sh's wheel: periodic ones are made DONE;
  * one-shots, if @take, are made STOPPED and returned sorted (the caller
@@ -1886,6 +2561,7 @@ static struct serex__wtimer *shard_sweep(struct sched_shard *sh, bool take)
 {
     struct serex__wtimer *all, *next, *keep = NULL;
     struct slab *grave = NULL;
+    void *hooked = NULL; /* ours to free, once their hooks are off */
     size_t done = 0;
 
     serex__spin_lock(&sh->lock);
@@ -1914,12 +2590,20 @@ static struct serex__wtimer *shard_sweep(struct sched_shard *sh, bool take)
             continue;
         }
         done++;
-        if (!(v & F_HANDLE))
-            rec_free(sh, t, &grave);
+        if (v & F_HANDLE)
+            continue;
+        if (v & F_TOKEN) { /* its hook first, with no lock held */
+            *(void **)t = hooked;
+            hooked = t;
+            continue;
+        }
+        rec_free(sh, t, &grave);
     }
     if (done > 0) /* SHUT is set: the caller announces */
         count_done(sh->s, sh, done);
     serex__spin_unlock(&sh->lock);
+    if (hooked != NULL)
+        shard_free_hooked(sh, hooked, &grave);
     slabs_free(grave);
     return serex__wtimer_sort(keep);
 }
@@ -2004,18 +2688,49 @@ static int face_await(serex_executor *ex, int64_t timeout_ns)
     return serex__life_await(&s->life, sched_state, s, timeout_ns);
 }
 
+/*
+ * Takes the hooks off the records left in @sl (handles never released,
+ * which end with the scheduler), if it is a slab of a token class; true
+ * if it may be freed. In a forked child a token's lock may be held by a
+ * thread that is not there: a slab with a hook still on is left (leaked)
+ * rather than freed under a token that points into it.
+ */
+static bool slab_unhook_rest(struct slab *sl, bool child)
+{
+    size_t size = rec_size[sl->cls];
+
+    if (sl->cls != CLS_ONESHOT_TOK && sl->cls != CLS_PERIODIC_TOK)
+        return true;
+    for (char *r = (char *)sl + SLAB_HEADER; r + size <= sl->bump; r += size) {
+        struct serex_timer *t = (struct serex_timer *)(void *)r;
+        /* relaxed: the last holder frees; every run and release is over */
+        uint64_t v = atomic_load_explicit(&t->w.tag, memory_order_relaxed);
+
+        if (tag_state(v) == ST_FREED)
+            continue;
+        if (child)
+            return false;
+        timer_unhook(t, v);
+    }
+    return true;
+}
+
 static void free_scheduler(struct serex_scheduler *s)
 {
+    bool child = serex__forked_since(s->gen);
+
     for (unsigned i = 0; i < s->nshards; i++) {
         struct sched_shard *sh = &s->shards[i];
 
         struct slab *sl, *nx;
 
+        SEREX_ASSERT(sh->notify == NULL || child); /* no run in progress */
         /* what is left: free records, and handles never released (they
          * end with the scheduler) */
         for (sl = sh->all; sl != NULL; sl = nx) {
             nx = sl->all_next;
-            serex__free(sl);
+            if (slab_unhook_rest(sl, child))
+                serex__free(sl);
         }
         serex__wheel_fini(&sh->wheel);
     }
@@ -2054,7 +2769,8 @@ static serex_executor *shard_run_target(struct sched_shard *sh,
                 atomic_load_explicit(&t->w.tag, memory_order_relaxed));
             unsigned i = 0;
 
-            if (st != ST_QUEUED && st != ST_RUNNING && st != ST_STOPPED)
+            if (st != ST_QUEUED && st != ST_RUNNING && st != ST_STOPPED &&
+                st != ST_STOPPING)
                 continue; /* pending (none: the wheels are empty), done */
             while (i < n && known[i] != t->target)
                 i++;
@@ -2373,5 +3089,15 @@ int serex_scheduler_create(const serex_scheduler_config *cfg,
     }
     serex__exec_register(&s->face, NULL); /* serex_dump lists it */
     *out = s;
+    return SEREX_OK;
+}
+
+/* --- for the autoclock (autoclock.c) --- */
+
+int serex__scheduler_next_due(serex_scheduler *s, int64_t *next, bool *any)
+{
+    if (s == NULL || !s->manual)
+        return SEREX_EINVAL;
+    *next = sched_earliest(s, any);
     return SEREX_OK;
 }

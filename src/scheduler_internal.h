@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * scheduler_internal.h - what scheduler.c shows its tests: the timer
- * thread's coalescing of wake-ups under load, as pure functions (the
- * essay is in scheduler.c).
+ * thread's coalescing of wake-ups under load, as pure functions, and a
+ * timer's waiters mark (the essay is in scheduler.c).
  */
 #ifndef SEREX_SCHEDULER_INTERNAL_H
 #define SEREX_SCHEDULER_INTERNAL_H
@@ -47,5 +47,19 @@ int64_t serex__coalesce_ring_below(int64_t next, int64_t now, int64_t deadline,
  * after each fire returns: a run cannot see the window its own fire
  * opens. */
 int64_t serex__scheduler_window(serex_scheduler *s, bool peak);
+
+/* Whether a serex_timer_cancel_wait or _notify waits for @t's run in
+ * progress (its WAITERS mark): a test sees a waiter parked with no
+ * timing. @t must be held (a handle). */
+bool serex__timer_has_waiters(serex_timer *t);
+
+/*
+ * For the autoclock (autoclock.c), manual mode only: *@any says whether a
+ * timer is pending in the wheel, and *@next when to advance to next: never
+ * after the earliest due time, and maybe before it (a slot's start: an
+ * advance to it cascades, and the next look is exact); INT64_MAX if none.
+ * Returns SEREX_OK; SEREX_EINVAL if @s is NULL or not manual.
+ */
+int serex__scheduler_next_due(serex_scheduler *s, int64_t *next, bool *any);
 
 #endif /* SEREX_SCHEDULER_INTERNAL_H */

@@ -41,6 +41,8 @@
 #include <stddef.h>  /* size_t */
 #include <stdint.h>  /* int64_t */
 
+#include "common_internal.h" /* SEREX__THREAD_LOCAL */
+
 /* ThreadSanitizer, with either compiler. */
 #if defined(__SANITIZE_THREAD__)
 #  define SEREX__TSAN 1
@@ -205,11 +207,63 @@ void serex__tls_set(serex__tls_key key, void *value);
 
 /* Monotonic clock in nanoseconds. */
 int64_t serex__now_ns(void);
-/* now + timeout, saturating at INT64_MAX; SEREX_FOREVER gives INT64_MAX. */
+/* now + timeout, saturating at INT64_MAX; SEREX_FOREVER gives INT64_MAX.
+ * On a thread with a wait driver (below), it also calls the driver's note. */
 int64_t serex__deadline(int64_t timeout_ns);
 
-/* Online CPUs, at least 1. */
+/*
+ * A driver of one thread's waits: NULL on every thread but one bound by
+ * serex_autoclock_start (autoclock.c), whose waits run tasks and move a
+ * manual clock instead of sleeping. There serex__deadline tells it when a
+ * wait starts (note), and the parking lot (park.c) calls step where it
+ * would sleep. Each costs one thread-local load, made only where a wait
+ * computes its deadline or is about to sleep: never on a task's path.
+ */
+struct serex__wait_driver {
+    /* A wait starts: its deadline is @now_ns + @timeout_ns (monotonic;
+     * @timeout_ns < 0: none), as serex__deadline is about to return. */
+    void (*note)(struct serex__wait_driver *d, int64_t now_ns,
+                 int64_t timeout_ns);
+    /* Instead of sleeping until monotonic @deadline_ns (INT64_MAX: none):
+     * one step of progress. 0: something ran or the clock moved, the
+     * caller looks at its condition again; SEREX_ETIMEDOUT: the deadline
+     * has come, on the driver's clock. */
+    int (*step)(struct serex__wait_driver *d, int64_t deadline_ns);
+};
+
+/* The calling thread's driver (defined in thread_unix.c / thread_win.c;
+ * set and cleared on its own thread only, by autoclock.c). */
+extern SEREX__THREAD_LOCAL struct serex__wait_driver *serex__wait_driver_tls;
+
+/* Online CPUs, at least 1 (the scheduler's shards). Allocates nothing. */
 unsigned serex__cpu_count(void);
+/*
+ * The CPUs this process may use, at least 1 (serex_cpu_count, a pool of
+ * threads = 0): the calling thread's affinity mask (which the threads it
+ * starts inherit; Windows: the process's mask, or every active CPU when
+ * the process spans processor groups), and on Linux the cgroup CPU quota,
+ * rounded up (serex__cpu_count_at with root ""). If the memory to read
+ * them cannot be had: the online CPUs. Reads the OS at each call.
+ */
+unsigned serex__cpu_usable(void);
+/*
+ * cpus.c: the cgroup CPU bandwidth limit of the calling process, read
+ * from the files under @root ("" for the real ones; tests build a fake
+ * tree): /proc/self/cgroup, /proc/self/mountinfo, and cpu.max (v2) or
+ * cpu.cfs_quota_us and cpu.cfs_period_us (v1) of its cgroup and each
+ * parent up to the mount; the smallest quota / period, rounded up.
+ * Returns SEREX_OK with *@cpus set (0: no limit found, whatever the
+ * reason), or SEREX_ENOMEM (*@cpus 0) if its scratch block could not be
+ * allocated. Keeps no state: any thread, any time.
+ */
+int serex__cgroup_cpu_limit(const char *root, unsigned *cpus);
+/*
+ * min(@affinity, the limit under @root), at least 1; @online (at least
+ * 1) if @affinity is 0 (unknown) or the limit could not be read for want
+ * of memory. serex__cpu_count's rule, with its inputs given.
+ */
+unsigned serex__cpu_count_at(const char *root, unsigned affinity,
+                             unsigned online);
 
 /*
  * Hard affinity: pinning a thread to a set of CPUs, numbered as the OS

@@ -14,6 +14,9 @@
  *                 end), read back to catch CPUs the kernel dropped;
  *                 elsewhere none (macOS's affinity tags are hints): every
  *                 pinning call says SEREX_EINVAL
+ *   CPU count     Linux: the calling thread's affinity mask (a set sized
+ *                 at run time, so more than 1024 CPUs count), capped by
+ *                 the cgroup quota (cpus.c); elsewhere the online CPUs
  *   stack size    POSIX: pthread_attr_setstacksize, rounded up to whole
  *                 pages and PTHREAD_STACK_MIN; C11: none (SEREX_EINVAL)
  *   timed waits   POSIX: a CLOCK_MONOTONIC condition variable where
@@ -41,12 +44,13 @@
 
 #include "thread_internal.h"
 
-#include <limits.h>  /* PTHREAD_STACK_MIN */
-#include <pthread.h> /* pthread_atfork, names */
-#include <sched.h>   /* sched_yield, sched_setaffinity */
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdlib.h>  /* malloc, aligned_alloc, free */
+#  include <errno.h>   /* EINVAL (sched_getaffinity) */
+#  include <limits.h>  /* PTHREAD_STACK_MIN */
+#  include <pthread.h> /* pthread_atfork, names */
+#  include <sched.h>   /* sched_yield, sched_setaffinity */
+#  include <stdatomic.h>
+#  include <stdbool.h>
+#  include <stdlib.h> /* malloc, aligned_alloc, free */
 #  include <string.h> /* strncpy, memcpy, strrchr */
 #  include <time.h>   /* clock_gettime, timespec_get */
 #  include <unistd.h> /* sysconf */
@@ -99,10 +103,15 @@ int64_t serex__now_ns(void)
     return (int64_t)ts.tv_sec * SEREX__NS_PER_S + ts.tv_nsec;
 }
 
+SEREX__THREAD_LOCAL struct serex__wait_driver *serex__wait_driver_tls;
+
 int64_t serex__deadline(int64_t timeout_ns)
 {
     int64_t now = serex__now_ns();
+    struct serex__wait_driver *d = serex__wait_driver_tls;
 
+    if (serex__unlikely(d != NULL)) /* an autoclock's thread */
+        d->note(d, now, timeout_ns);
     if (timeout_ns < 0 || timeout_ns > INT64_MAX - now)
         return INT64_MAX;
     return now + timeout_ns;
@@ -140,6 +149,58 @@ unsigned serex__cpu_count(void)
 
     return n > 0 ? (unsigned)n : 1u;
 }
+
+#  if defined(__linux__)
+
+/* A bound on the affinity set's growth: 2^20 CPUs, a 128 KiB set. */
+#    define AFFINITY_MAX_CPUS (UINT32_C(1) << 20)
+
+/*
+ * The CPUs in the calling thread's affinity mask; 0 if unknown (no memory
+ * for the set, or the kernel refused). A cpu_set_t holds 1024 CPUs; a
+ * kernel built for more wants a bigger set (EINVAL), so the set is sized
+ * at run time, from the configured CPUs up, doubling until it fits.
+ */
+static unsigned affinity_count(void)
+{
+    long conf = sysconf(_SC_NPROCESSORS_CONF);
+    size_t ncpus = conf > CPU_SETSIZE ? (size_t)conf : (size_t)CPU_SETSIZE;
+
+    for (; ncpus <= AFFINITY_MAX_CPUS; ncpus *= 2) {
+        size_t size = CPU_ALLOC_SIZE(ncpus);
+        cpu_set_t *set = serex__alloc(size);
+        int rc, err, n;
+
+        if (set == NULL)
+            return 0;
+        CPU_ZERO_S(size, set);
+        rc = sched_getaffinity(0, size, set); /* 0: the calling thread */
+        err = errno;
+        n = CPU_COUNT_S(size, set);
+        serex__free(set);
+        if (rc == 0)
+            return n > 0 ? (unsigned)n : 0;
+        if (err != EINVAL)
+            return 0;
+    }
+    return 0;
+}
+
+unsigned serex__cpu_usable(void)
+{
+    /* "": the real /proc and cgroup files (cpus.c) */
+    return serex__cpu_count_at("", affinity_count(), serex__cpu_count());
+}
+
+#  else /* no cgroups; affinity, where there is any, is per thread and hard
+         to count (macOS has none): the online CPUs */
+
+unsigned serex__cpu_usable(void)
+{
+    return serex__cpu_count();
+}
+
+#  endif
 
 void serex__thread_yield(void)
 {

@@ -12,7 +12,9 @@
  *   exit hooks   FlsAlloc: its callback runs when a thread ends, as a
  *                pthread key destructor does
  *   clock        QueryPerformanceCounter / QueryPerformanceFrequency
- *   CPUs         GetActiveProcessorCount(ALL_PROCESSOR_GROUPS)
+ *   CPUs         the process's affinity mask (GetProcessAffinityMask),
+ *                counted; every active CPU when the process spans groups
+ *                (GetActiveProcessorCount(ALL_PROCESSOR_GROUPS))
  *   affinity     SetThreadAffinityMask, within the process's processor
  *                group: CPUs below 64 (32 on 32-bit Windows) that are in
  *                GetProcessAffinityMask; no processor groups. Windows has
@@ -63,10 +65,15 @@ int64_t serex__now_ns(void)
            c.QuadPart % freq * SEREX__NS_PER_S / freq;
 }
 
+SEREX__THREAD_LOCAL struct serex__wait_driver *serex__wait_driver_tls;
+
 int64_t serex__deadline(int64_t timeout_ns)
 {
     int64_t now = serex__now_ns();
+    struct serex__wait_driver *d = serex__wait_driver_tls;
 
+    if (serex__unlikely(d != NULL)) /* an autoclock's thread */
+        d->note(d, now, timeout_ns);
     if (timeout_ns < 0 || timeout_ns > INT64_MAX - now)
         return INT64_MAX;
     return now + timeout_ns;
@@ -79,6 +86,20 @@ unsigned serex__cpu_count(void)
     DWORD n = GetActiveProcessorCount(ALL_PROCESSOR_GROUPS);
 
     return n > 0 ? (unsigned)n : 1u;
+}
+
+/* The process's affinity mask, counted. A process whose threads span
+ * processor groups has no one mask (both come back 0): then every active
+ * CPU. Job objects' CPU rate limits are not read. */
+unsigned serex__cpu_usable(void)
+{
+    DWORD_PTR proc, sys;
+    unsigned n = 0;
+
+    if (GetProcessAffinityMask(GetCurrentProcess(), &proc, &sys))
+        for (; proc != 0; proc &= proc - 1)
+            n++;
+    return n > 0 ? n : serex__cpu_count();
 }
 
 void serex__thread_yield(void)

@@ -64,7 +64,7 @@
 #include <stdio.h>
 
 /* Bits of the tag below the tie-breaker: the owner's own state. */
-#define SEREX__WTAG_SHIFT 8
+#define SEREX__WTAG_SHIFT 10
 
 /* A timer's place in the wheel: embed it in the owner's timer record. */
 struct serex__wtimer {

@@ -464,6 +464,69 @@ static void registrations_race_a_request(void **state)
     assert_int_equal(serex_destroy(race.pool), SEREX_OK);
 }
 
+/* serex_execute_wait_token: a full pool (its one worker held, its queue
+ * of 1 taken); a wait that the token ends, one that it ends at once. */
+struct full {
+    serex_event *in, *go;
+};
+
+static void hold_task(void *arg)
+{
+    struct full *f = arg;
+
+    serex_event_signal(f->in);
+    assert_int_equal(serex_event_wait(f->go, SEREX_FOREVER), SEREX_OK);
+}
+
+static void nop_task(void *arg)
+{
+    (void)arg;
+}
+
+static int cancel_soon(void *arg)
+{
+    test_sleep_ns(MS); /* most often after the waiter slept */
+    assert_true(serex_cancel_request(arg, -55));
+    return 0;
+}
+
+static void execute_wait_token_ends_on_cancel(void **state)
+{
+    serex_pool_config cfg = {.threads = 1, .queue_capacity = 1};
+    serex_executor *pool;
+    serex_cancel *c;
+    struct full f;
+    serex__thread t;
+
+    (void)state;
+    assert_int_equal(serex_pool_create(&cfg, &pool), SEREX_OK);
+    assert_int_equal(serex_event_create(&f.in), SEREX_OK);
+    assert_int_equal(serex_event_create(&f.go), SEREX_OK);
+    assert_int_equal(serex_cancel_create(NULL, &c), SEREX_OK);
+    assert_int_equal(serex_execute(pool, hold_task, &f), SEREX_OK);
+    assert_int_equal(serex_event_wait(f.in, SEREX_FOREVER), SEREX_OK);
+    assert_int_equal(serex_execute(pool, nop_task, NULL), SEREX_OK);
+    assert_int_equal(serex_execute(pool, nop_task, NULL), SEREX_EFULL);
+    assert_int_equal(serex__thread_start(&t, cancel_soon, c), SEREX_OK);
+    assert_int_equal(
+        serex_execute_wait_token(pool, nop_task, NULL, SEREX_FOREVER, c), -55);
+    serex__thread_join(t);
+    /* cancelled already, still full: at once */
+    assert_int_equal(
+        serex_execute_wait_token(pool, nop_task, NULL, SEREX_FOREVER, c), -55);
+    assert_int_equal(serex_execute_wait_token(NULL, nop_task, NULL, 0, c),
+                     SEREX_EINVAL);
+    serex_event_signal(f.go);
+    /* NULL: serex_execute_wait (waits for the room the release makes) */
+    assert_int_equal(
+        serex_execute_wait_token(pool, nop_task, NULL, SEREX_FOREVER, NULL),
+        SEREX_OK);
+    serex_cancel_release(c);
+    assert_int_equal(serex_destroy(pool), SEREX_OK);
+    serex_event_destroy(f.in);
+    serex_event_destroy(f.go);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -481,6 +544,7 @@ int main(void)
         cmocka_unit_test(dropped_deadline_never_comes),
         cmocka_unit_test(bad_input_is_einval),
         cmocka_unit_test(registrations_race_a_request),
+        cmocka_unit_test(execute_wait_token_ends_on_cancel),
     };
 
     return cmocka_run_group_tests_name("cancel", tests, NULL, NULL);

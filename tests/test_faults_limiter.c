@@ -8,6 +8,9 @@
  * target after destroy (tests/test_faults.h says how a scenario runs).
  * A resubmission usually reuses the node its visit freed, so the refused
  * resubmission is tested in test_limiter.c, by a target shut down.
+ * serex_limiter_set_max allocates nothing itself; a raise submits runners,
+ * whose nodes the target allocates: a refused one leaves the tasks to the
+ * runners out (variant 3).
  */
 #include "test_faults.h"
 
@@ -49,15 +52,33 @@ static void limiter_step(struct run *r, serex_executor *lim, serex_executor *m,
     check_limiter(r, lim, m, max);
 }
 
+/* variant 3: the cap goes 1 -> 3 (runners for the waiting tasks, each a
+ * target allocation) -> 2 while tasks wait; checked against 3 from then
+ * on (runners beyond the new cap leave when they run). */
+static void limiter_change_cap(struct run *r, serex_executor *lim,
+                               serex_executor *m, unsigned *max)
+{
+    if (r->variant != 3)
+        return;
+    assert_int_equal(serex_limiter_set_max(lim, 3), SEREX_OK);
+    *max = 3;
+    check_limiter(r, lim, m, *max);
+    limiter_step(r, lim, m, *max);
+    assert_int_equal(serex_limiter_set_max(lim, 2), SEREX_OK);
+    assert_int_equal(serex_limiter_max(lim), 2);
+    check_limiter(r, lim, m, *max);
+}
+
 /*
  * variant 0: a limiter of 3; the target runs its last runners after
  * destroy. variant 1: the same; the target's destroy drops them.
  * variant 2: a limiter of 1 and more than a batch of tasks, so a runner
- * resubmits itself.
+ * resubmits itself. variant 3: a limiter of 1 whose cap is raised and
+ * lowered while tasks wait.
  */
 static void scenario_limiter(struct run *r)
 {
-    const unsigned max = r->variant == 2 ? 1 : 3;
+    unsigned max = r->variant >= 2 ? 1 : 3;
     const int burst = r->variant == 2 ? LIMITER_BATCH + 6 : 8;
     serex_executor sentinel, *m = &sentinel, *lim = &sentinel;
     serex_future *fu;
@@ -75,6 +96,7 @@ static void scenario_limiter(struct run *r)
     check_limiter(r, lim, m, max);
     for (int i = 0; i < burst; i++)
         limiter_execute_one(r, lim, m, max);
+    limiter_change_cap(r, lim, m, &max);
     for (int i = 0; i < 2; i++)
         limiter_step(r, lim, m, max);
     for (int i = 0; i < 4; i++)
@@ -112,7 +134,11 @@ FAULTS_CASE(faults_limiter_runners_dropped_by_target_lose_nothing,
 FAULTS_CASE(faults_limiter_of_one_resubmitting_loses_nothing,
             "limiter of 1 (a runner resubmits)", scenario_limiter, 2)
 
+FAULTS_CASE(faults_limiter_cap_changed_loses_nothing,
+            "limiter (cap raised, then lowered)", scenario_limiter, 3)
+
 FAULTS_MAIN("faults_limiter",
             FAULTS_TEST(faults_limiter_runners_run_after_destroy_lose_nothing),
             FAULTS_TEST(faults_limiter_runners_dropped_by_target_lose_nothing),
-            FAULTS_TEST(faults_limiter_of_one_resubmitting_loses_nothing))
+            FAULTS_TEST(faults_limiter_of_one_resubmitting_loses_nothing),
+            FAULTS_TEST(faults_limiter_cap_changed_loses_nothing))

@@ -5,7 +5,12 @@
  * of the CPU set, and the queues of its priority levels, made at a
  * level's first task and grown when full (tests/test_faults.h says how a
  * scenario runs). A pool whose creation failed must leave no thread
- * behind, and no thread hook unbalanced.
+ * behind, and no thread hook unbalanced. Blocking regions, resizing and
+ * the watchdog (since 0.3.0): a compensating worker whose slots or thread
+ * cannot be made (the pool goes on with its workers), a resize whose
+ * slots cannot be made (SEREX_ENOMEM, nothing changed) or whose thread
+ * cannot be started (it goes on), a watchdog that cannot be started
+ * (create fails and leaves nothing).
  */
 #include "test_faults.h"
 
@@ -183,6 +188,115 @@ static void scenario_pool_control(struct run *r)
     assert_int_equal(atomic_load(&hc.task_ends), 1);
 }
 
+/* --- blocking regions, resizing, the watchdog --- */
+
+/* Holds its worker in a blocking region, without allocating. */
+static void hold_in_region(void *arg)
+{
+    serex_blocking_begin();
+    hold_task(arg);
+    serex_blocking_end();
+}
+
+/* Waits, bounded, until task @t has run. */
+static void wait_ran(struct run *r, struct task *t)
+{
+    int64_t deadline = serex__now_ns() + TEST_TIMEOUT;
+
+    while (atomic_load(&r->ran[t->id]) == 0 && serex__now_ns() < deadline)
+        serex__thread_yield();
+    assert_int_equal(atomic_load(&r->ran[t->id]), 1);
+}
+
+/*
+ * A pool of 1 whose worker blocks in a region: a task submitted then
+ * starts a compensating worker (a chunk of slots and a thread, made by
+ * the execute). If either cannot be made, the execute still says
+ * SEREX_OK and the task runs once the region ends.
+ */
+static void scenario_pool_blocking(struct run *r)
+{
+    serex_pool_config cfg = {.threads = 1};
+    serex_executor sentinel, *pool = &sentinel;
+    struct hold h = {0};
+    struct task *t;
+    int base = test_thread_count();
+    uint64_t accepted;
+
+    if (!status_ok(r, serex_pool_create(&cfg, &pool))) {
+        assert_null(pool);
+        test_assert_threads_back_to(base);
+        return;
+    }
+    assert_int_equal(serex_execute(pool, hold_in_region, &h), SEREX_OK);
+    while (!atomic_load(&h.started))
+        serex__thread_yield();
+    t = task_new(r, 0);
+    accepted = accept(r, t, serex_execute(pool, count_task, t));
+    if (r->fail_at == 0)
+        wait_ran(r, t); /* it ran beside the held worker */
+    atomic_store(&h.release, 1);
+    serex_shutdown(pool);
+    assert_int_equal(serex_await_termination(pool, TEST_TIMEOUT), SEREX_OK);
+    assert_int_equal(stats_of(pool).completed, accepted + 1);
+    assert_int_equal(serex_destroy(pool), SEREX_OK);
+    test_assert_threads_back_to(base);
+}
+
+/*
+ * serex_pool_resize from 1 to 3: the slots (SEREX_ENOMEM: the pool is
+ * as it was), then two threads (one that cannot start: the pool goes on
+ * with the threads it has); then down to 1, which allocates nothing.
+ */
+static void scenario_pool_resize(struct run *r)
+{
+    serex_pool_config cfg = {.threads = 1};
+    serex_executor sentinel, *pool = &sentinel;
+    int base = test_thread_count();
+    uint64_t accepted;
+    int rc;
+
+    if (!status_ok(r, serex_pool_create(&cfg, &pool))) {
+        assert_null(pool);
+        test_assert_threads_back_to(base);
+        return;
+    }
+    rc = serex_pool_resize(pool, 3, 3);
+    if (status_ok(r, rc)) /* a thread that could not start stops it */
+        assert_true(r->fail_at != 0 || stats_of(pool).threads == 3);
+    else
+        assert_int_equal(stats_of(pool).threads, 1); /* nothing changed */
+    accepted = submit_n(r, pool, 4);
+    assert_int_equal(serex_pool_resize(pool, 1, 1), SEREX_OK);
+    serex_shutdown(pool);
+    assert_int_equal(serex_await_termination(pool, TEST_TIMEOUT), SEREX_OK);
+    assert_int_equal(stats_of(pool).completed, accepted);
+    assert_int_equal(serex_destroy(pool), SEREX_OK);
+    test_assert_threads_back_to(base);
+}
+
+/* A pool with a watchdog (patient enough never to act here): its thread
+ * is one more allocation of create's, and its failure leaves nothing. */
+static void scenario_pool_watchdog(struct run *r)
+{
+    serex_pool_config cfg = {.threads = 1, .starvation_ns = 3600 * SEC};
+    serex_executor sentinel, *pool = &sentinel;
+    int base = test_thread_count();
+    uint64_t accepted;
+
+    if (!status_ok(r, serex_pool_create(&cfg, &pool))) {
+        assert_null(pool);
+        test_assert_threads_back_to(base);
+        return;
+    }
+    accepted = submit_n(r, pool, 4);
+    serex_shutdown(pool);
+    assert_int_equal(serex_await_termination(pool, TEST_TIMEOUT), SEREX_OK);
+    assert_int_equal(stats_of(pool).completed, accepted);
+    assert_int_equal(serex_destroy(pool), SEREX_OK);
+    test_assert_threads_back_to(base);
+}
+
 /* --- the tests --- */
 
 static int no_op_thread(void *arg)
@@ -211,6 +325,36 @@ static void faults_pool_control_loses_nothing_and_leaves_no_thread(void **state)
     fail_each(*state, "pool control", scenario_pool_control, 0);
 }
 
+static void faults_pool_blocking_goes_on_with_its_workers(void **state)
+{
+    serex__thread t;
+
+    assert_int_equal(serex__thread_start(&t, no_op_thread, NULL), SEREX_OK);
+    serex__thread_join(t);
+    fail_each(*state, "pool blocking", scenario_pool_blocking, 0);
+}
+
+static void faults_pool_resize_changes_nothing_or_goes_on(void **state)
+{
+    serex__thread t;
+
+    assert_int_equal(serex__thread_start(&t, no_op_thread, NULL), SEREX_OK);
+    serex__thread_join(t);
+    fail_each(*state, "pool resize", scenario_pool_resize, 0);
+}
+
+static void faults_pool_watchdog_leaves_no_thread(void **state)
+{
+    serex__thread t;
+
+    assert_int_equal(serex__thread_start(&t, no_op_thread, NULL), SEREX_OK);
+    serex__thread_join(t);
+    fail_each(*state, "pool watchdog", scenario_pool_watchdog, 0);
+}
+
 FAULTS_MAIN("faults_pool",
             FAULTS_TEST(faults_pool_lose_nothing_and_leave_no_thread),
-            FAULTS_TEST(faults_pool_control_loses_nothing_and_leaves_no_thread))
+            FAULTS_TEST(faults_pool_control_loses_nothing_and_leaves_no_thread),
+            FAULTS_TEST(faults_pool_blocking_goes_on_with_its_workers),
+            FAULTS_TEST(faults_pool_resize_changes_nothing_or_goes_on),
+            FAULTS_TEST(faults_pool_watchdog_leaves_no_thread))

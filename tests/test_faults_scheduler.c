@@ -7,7 +7,8 @@
  * run refused is missed and its timer goes on (the default); variant 1:
  * it ends the timer (SEREX_REFUSED_END), and with max_timers the places
  * left after a failed call are exactly those not taken (a place a failed
- * call did not give back shows).
+ * call did not give back shows). And timers that obey a token, with
+ * serex_timer_cancel_notify (scenario_timer_sync).
  */
 #include "test_faults.h"
 
@@ -168,6 +169,93 @@ static void scenario_scheduler(struct run *r)
     assert_int_equal(serex_destroy(m), SEREX_OK);
 }
 
+/*
+ * Timers that obey a token, and cancel_notify (issue 23): every new
+ * allocation (the token, a token timer's slab, a notify's block) fails in
+ * turn. A failed schedule schedules nothing; a failed notify cancels
+ * nothing (its timer still runs); the token's cancel stops the rest.
+ */
+static void scenario_timer_sync(struct run *r)
+{
+    serex_scheduler_config cfg = {.manual = true};
+    serex_scheduler *s = (serex_scheduler *)r; /* must be overwritten */
+    serex_executor sentinel, *m = &sentinel, *face;
+    serex_cancel *tok = (serex_cancel *)r;
+    serex_timer *ha = NULL, *hd = NULL;
+    struct task *a, *b, *c, *d, *n;
+    size_t before;
+    bool stopped = false;
+    int rc;
+
+    if (!status_ok(r, serex_scheduler_create(&cfg, &s)))
+        return;
+    face = serex_scheduler_executor(s);
+    if (!manual_created(r, &m)) {
+        assert_int_equal(serex_destroy(face), SEREX_OK);
+        return;
+    }
+    if (!status_ok(r, serex_cancel_create(NULL, &tok))) {
+        assert_null(tok);
+        assert_int_equal(serex_destroy(face), SEREX_OK);
+        assert_int_equal(serex_destroy(m), SEREX_OK);
+        return;
+    }
+    a = task_new(r, 0); /* a handle; stopped by the token */
+    before = serex_scheduler_pending(s);
+    if (!accept(r, a,
+                serex_schedule_token(s, m, 5 * MS, tok, log_task, a, &ha))) {
+        assert_null(ha);
+        assert_int_equal(serex_scheduler_pending(s), before);
+    }
+    b = task_new(r, 0); /* periodic, no handle: ended by the token */
+    b->periodic = true;
+    before = serex_scheduler_pending(s);
+    if (!accept(r, b,
+                serex_schedule_fixed_rate_token(s, m, 2 * MS, 3 * MS, tok,
+                                                periodic_task, b, NULL)))
+        assert_int_equal(serex_scheduler_pending(s), before);
+    c = task_new(r, 0); /* no handle: stopped by the token */
+    accept(r, c, serex_schedule_token(s, NULL, 4 * MS, tok, log_task, c, NULL));
+    d = task_new(r, 0); /* cancelled with a notice, or not at all */
+    if (accept(r, d, serex_schedule(s, m, 2 * MS, log_task, d, &hd))) {
+        n = task_new(r, 0);
+        before = serex_scheduler_pending(s);
+        rc = serex_timer_cancel_notify(hd, m, log_task, n, &stopped);
+        if (accept(r, n, rc)) {
+            assert_true(stopped);
+            r->cancelled[d->id] = 1;
+            assert_int_equal(serex_scheduler_pending(s), before - 1);
+        } else { /* nothing changed: d still pending, runs below */
+            assert_false(stopped);
+            assert_int_equal(serex_scheduler_pending(s), before);
+        }
+        serex_timer_release(hd);
+    }
+    assert_int_equal(serex_scheduler_advance(s, 3 * MS), SEREX_OK);
+    test_run_all(m); /* b once, d unless cancelled, n */
+    assert_true(serex_cancel_request(tok, 0));
+    serex_cancel_release(tok);
+    if (r->accepted[a->id])
+        r->cancelled[a->id] = 1;
+    if (r->accepted[c->id])
+        r->cancelled[c->id] = 1;
+    if (ha != NULL) {
+        assert_int_equal(serex_timer_cancel_wait(ha, 0, &stopped), SEREX_OK);
+        assert_false(stopped); /* the token did */
+        serex_timer_release(ha);
+    }
+    assert_int_equal(serex_scheduler_pending(s), 0);
+    assert_int_equal(serex_scheduler_advance(s, 20 * MS), SEREX_OK);
+    assert_int_equal(test_run_all(m), 0);
+    /* once, before the token; none if its run was refused (ENOMEM of the
+     * manual executor's node: missed) */
+    assert_true(atomic_load(&r->ran[b->id]) <= (r->accepted[b->id] ? 1 : 0));
+    if (r->fail_at == 0)
+        assert_int_equal(atomic_load(&r->ran[b->id]), 1);
+    assert_int_equal(serex_destroy(face), SEREX_OK);
+    assert_int_equal(serex_destroy(m), SEREX_OK);
+}
+
 /* --- the tests --- */
 
 FAULTS_CASE(faults_manual_scheduler_loses_nothing,
@@ -176,6 +264,10 @@ FAULTS_CASE(faults_manual_scheduler_capped_refused_ends_loses_nothing,
             "scheduler (manual, capped, a refused run ends)",
             scenario_scheduler, 1)
 
+FAULTS_CASE(faults_timer_tokens_and_notify_lose_nothing,
+            "scheduler (tokens, cancel_notify)", scenario_timer_sync, 0)
+
 FAULTS_MAIN(
     "faults_scheduler", FAULTS_TEST(faults_manual_scheduler_loses_nothing),
-    FAULTS_TEST(faults_manual_scheduler_capped_refused_ends_loses_nothing))
+    FAULTS_TEST(faults_manual_scheduler_capped_refused_ends_loses_nothing),
+    FAULTS_TEST(faults_timer_tokens_and_notify_lose_nothing))

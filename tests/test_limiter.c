@@ -30,6 +30,7 @@ _Static_assert(HB_PRODUCERS <= TEST_ORDER_PRODUCERS, "test_order size");
 #define BATCH 64 /* the limiter's tasks per runner visit (limiter.h) */
 
 struct fixture;
+struct capped;
 
 /* A task's argument: which fixture to log into and the value to log. */
 struct item {
@@ -81,6 +82,13 @@ struct fixture {
     struct test_race race; /* the racing tests' producers and pool */
     bool race_made;
     struct test_race_order race_order; /* max_running 1: plain */
+    /* cap_task: the depth each task started at; which task changes the
+     * cap of cap_lim, and to what */
+    int start_depth[N];
+    serex_executor *cap_lim;
+    size_t cap_at;
+    unsigned cap_to;
+    struct capped *capped;
 };
 
 /* --- tasks --- */
@@ -1332,6 +1340,426 @@ static void limiter_of_one_shutdown_now_racing_execute_loses_nothing(
     race_limiter(*state, 1, 2);
 }
 
+/* --- changing the cap (serex_limiter_set_max) --- */
+
+/* Logs itself and the depth it started at (on the manual executor, the
+ * number of the limiter's tasks running at once, itself included); the
+ * task cap_at sets cap_lim's cap to cap_to from inside; then it runs the
+ * manual executor from inside, as nest_task does. */
+static void cap_task(void *arg)
+{
+    struct item *it = arg;
+    struct fixture *f = it->f;
+
+    f->start_depth[it->v] = ++f->depth;
+    if (f->depth > f->max_depth)
+        f->max_depth = f->depth;
+    log_task(arg);
+    if (it->v == f->cap_at)
+        assert_int_equal(serex_limiter_set_max(f->cap_lim, f->cap_to),
+                         SEREX_OK);
+    while (serex_manual_run_one(f->manual))
+        ;
+    f->depth--;
+}
+
+/* Queues @n cap_tasks on a limiter of @max (then raised to @raise, if
+ * not 0, before any runs) whose task @at sets the cap to @to, and runs
+ * them all. */
+static void run_cap_tasks_raised(struct fixture *f, unsigned max,
+                                 unsigned raise, size_t n, size_t at,
+                                 unsigned to)
+{
+    f->cap_lim = make_limiter(f, 0, f->manual, max);
+    f->cap_at = at;
+    f->cap_to = to;
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(serex_execute(f->cap_lim, cap_task, &f->items[i]),
+                         SEREX_OK);
+    if (raise != 0)
+        assert_int_equal(serex_limiter_set_max(f->cap_lim, raise), SEREX_OK);
+    test_run_all(f->manual);
+    assert_logged_in_order(f, n);
+    assert_int_equal(f->depth, 0);
+    assert_int_equal(serex_limiter_max(f->cap_lim), to);
+}
+
+static void run_cap_tasks(struct fixture *f, unsigned max, size_t n, size_t at,
+                          unsigned to)
+{
+    run_cap_tasks_raised(f, max, 0, n, at, to);
+}
+
+static void limiter_set_max_raised_starts_runners_for_waiting_tasks(
+    void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *five = make_limiter(f, 0, f->manual, 1);
+    serex_executor *two = make_limiter(f, 1, f->manual, 1);
+
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(serex_execute(five, log_task, &f->items[i]), SEREX_OK);
+    assert_int_equal(stats_of(f->manual).queued, 1);
+    /* at once, up to the new cap: three more runners on the target */
+    assert_int_equal(serex_limiter_set_max(five, 4), SEREX_OK);
+    assert_int_equal(serex_limiter_max(five), 4);
+    assert_int_equal(stats_of(f->manual).queued, 4);
+    /* two tasks wait: one runner more is enough, whatever the cap */
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal(serex_execute(two, log_task, &f->items[N + i]),
+                         SEREX_OK);
+    assert_int_equal(serex_limiter_set_max(two, 8), SEREX_OK);
+    assert_int_equal(stats_of(f->manual).queued, 6);
+    test_run_all(f->manual);
+    assert_int_equal(f->nlog, 7);
+    assert_int_equal(stats_of(five).completed, 5);
+    assert_int_equal(stats_of(two).completed, 2);
+    /* raising an idle limiter starts nothing */
+    assert_int_equal(serex_limiter_set_max(five, 9), SEREX_OK);
+    assert_false(serex_manual_run_one(f->manual));
+}
+
+static void limiter_set_max_raised_from_its_task_runs_more_at_once(void **state)
+{
+    struct fixture *f = *state;
+
+    /* task 0 raises 1 to 3: tasks 1 and 2 start inside it, nested */
+    run_cap_tasks(f, 1, 10, 0, 3);
+    assert_int_equal(f->max_depth, 3);
+    assert_int_equal(f->start_depth[0], 1);
+    assert_int_equal(f->start_depth[1], 2);
+    assert_int_equal(f->start_depth[2], 3);
+}
+
+static void limiter_set_max_lowered_lets_the_running_finish_then_holds(
+    void **state)
+{
+    struct fixture *f = *state;
+
+    /* three run at once; the third lowers the cap to 1: all three run to
+     * their end, and every later task starts alone */
+    run_cap_tasks(f, 3, 10, 2, 1);
+    assert_int_equal(f->max_depth, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(f->start_depth[i], (int)i + 1);
+    for (size_t i = 3; i < 10; i++)
+        assert_int_equal(f->start_depth[i], 1);
+    /* the runners that left are gone from the target */
+    assert_false(serex_manual_run_one(f->manual));
+}
+
+static void limiter_set_max_lowered_to_two_holds_two(void **state)
+{
+    struct fixture *f = *state;
+
+    /* four at once; the fourth lowers the cap to 2: the third and fourth
+     * runners leave when their tasks return, and the second starts the
+     * rest beside the first task, still running: two at once, no more */
+    run_cap_tasks(f, 4, 12, 3, 2);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(f->start_depth[i], (int)i + 1);
+    for (size_t i = 4; i < 12; i++)
+        assert_int_equal(f->start_depth[i], 2);
+}
+
+static void limiter_set_max_lowered_after_a_raise_holds(void **state)
+{
+    struct fixture *f = *state;
+
+    /* 1 raised to 4 (four runners), then lowered to 1 by the fourth task:
+     * the cap it is lowered to was the cap at create */
+    run_cap_tasks_raised(f, 1, 4, 10, 3, 1);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(f->start_depth[i], (int)i + 1);
+    for (size_t i = 4; i < 10; i++)
+        assert_int_equal(f->start_depth[i], 1);
+}
+
+static void limiter_set_max_moves_the_serial_edeadlk_rule(void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *raised = make_limiter(f, 0, f->manual, 1);
+    serex_executor *lowered = make_limiter(f, 1, f->manual, 2);
+    serex_executor *lims[2] = {raised, lowered};
+    const int want[2] = {SEREX_ETIMEDOUT, SEREX_EDEADLK};
+
+    assert_int_equal(serex_limiter_set_max(raised, 2), SEREX_OK);
+    assert_int_equal(serex_limiter_set_max(lowered, 1), SEREX_OK);
+    for (int k = 0; k < 2; k++) {
+        struct wait_behind w = {lims[k], NULL, 0};
+
+        assert_int_equal(serex_execute(lims[k], wait_behind_task, &w),
+                         SEREX_OK);
+        assert_int_equal(
+            serex_submit(lims[k], count_call, &f->items[k], &w.later),
+            SEREX_OK);
+        test_run_all(f->manual);
+        /* raised above 1: not a serial, the wait is allowed (and times
+         * out); lowered to 1: a serial, the wait is caught */
+        assert_int_equal(w.rc, want[k]);
+        assert_int_equal(serex_future_wait(w.later, 0), SEREX_OK);
+        serex_future_release(w.later);
+    }
+}
+
+static void limiter_set_max_after_shutdown_runs_the_queued_under_it(
+    void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *l = make_limiter(f, 0, f->manual, 1);
+
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(serex_execute(l, log_task, &f->items[i]), SEREX_OK);
+    serex_shutdown(l);
+    assert_int_equal(serex_limiter_set_max(l, 3), SEREX_OK);
+    assert_int_equal(stats_of(f->manual).queued, 3);
+    test_run_all(f->manual);
+    assert_logged_in_order(f, 5);
+    assert_int_equal(serex_await_termination(l, 0), SEREX_OK);
+}
+
+static void limiter_set_max_after_shutdown_now_only_records_it(void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *l = make_limiter(f, 0, f->manual, 1);
+
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(serex_execute(l, log_task, &f->items[i]), SEREX_OK);
+    assert_int_equal(serex_shutdown_now(l, test_pending_cb, &f->pending), 5);
+    assert_int_equal(serex_limiter_set_max(l, 4), SEREX_OK);
+    assert_int_equal(serex_limiter_max(l), 4);
+    assert_int_equal(stats_of(f->manual).queued, 1); /* the first runner */
+    test_run_all(f->manual);
+    assert_int_equal(f->nlog, 0);
+    assert_int_equal(serex_await_termination(l, 0), SEREX_OK);
+}
+
+static void limiter_set_max_refused_by_the_target_loses_nothing(void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *l = make_limiter(f, 0, f->manual, 1);
+
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(serex_execute(l, log_task, &f->items[i]), SEREX_OK);
+    serex_shutdown(f->manual); /* refuses new runners; runs the queued one */
+    assert_int_equal(serex_limiter_set_max(l, 3), SEREX_OK);
+    assert_int_equal(stats_of(f->manual).queued, 1);
+    test_run_all(f->manual);
+    assert_logged_in_order(f, 5);
+    serex_shutdown(l);
+    assert_int_equal(serex_await_termination(l, 0), SEREX_OK);
+}
+
+static void limiter_set_max_bad_input_is_einval(void **state)
+{
+    struct fixture *f = *state;
+    serex_executor *l = make_limiter(f, 0, f->manual, 2);
+
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(serex_execute(l, log_task, &f->items[i]), SEREX_OK);
+    assert_int_equal(serex_limiter_set_max(NULL, 1), SEREX_EINVAL);
+    assert_int_equal(serex_limiter_set_max(f->manual, 1), SEREX_EINVAL);
+    assert_int_equal(serex_limiter_set_max(&f->user.base, 1), SEREX_EINVAL);
+    assert_int_equal(serex_limiter_set_max(l, 0), SEREX_EINVAL);
+    assert_int_equal(serex_limiter_set_max(l, SEREX_LIMITER_MAX_RUNNING + 1),
+                     SEREX_EINVAL);
+    /* nothing changed: the cap, the runners on the target */
+    assert_int_equal(serex_limiter_max(l), 2);
+    assert_int_equal(stats_of(f->manual).queued, 2);
+    assert_int_equal(serex_limiter_max(NULL), 0);
+    assert_int_equal(serex_limiter_max(f->manual), 0);
+    assert_int_equal(serex_limiter_set_max(l, SEREX_LIMITER_MAX_RUNNING),
+                     SEREX_OK);
+    assert_int_equal(serex_limiter_max(l), SEREX_LIMITER_MAX_RUNNING);
+    assert_int_equal(stats_of(f->manual).queued, 3);
+    test_run_all(f->manual);
+    assert_logged_in_order(f, 3);
+}
+
+/* --- changing the cap on a pool --- */
+
+/* The first `held` tasks count down `in` and wait for `gate`; the others
+ * record how many of the limiter's tasks ran at once as they started. */
+struct capped {
+    serex_latch *in;
+    serex_event *gate; /* manual-reset: opened once */
+    size_t held;
+    atomic_int inside;
+    atomic_int most_after; /* the most at once, as a later task started */
+    atomic_long ran;
+};
+
+static void capped_task(void *arg)
+{
+    struct item *it = arg;
+    struct capped *c = it->f->capped;
+    int n = atomic_fetch_add(&c->inside, 1) + 1;
+
+    if (it->v < c->held) {
+        serex_latch_count_down(c->in, 1);
+        if (serex_event_wait(c->gate, TEST_TIMEOUT) != SEREX_OK)
+            atomic_fetch_add(&c->ran, 1000000); /* fails the count */
+    } else {
+        int seen = atomic_load(&c->most_after);
+
+        while (n > seen &&
+               !atomic_compare_exchange_weak(&c->most_after, &seen, n))
+            ;
+        for (int i = 0; i < 100; i++)
+            serex__cpu_relax();
+    }
+    atomic_fetch_sub(&c->inside, 1);
+    atomic_fetch_add(&c->ran, 1);
+}
+
+static void limiter_set_max_lowered_on_a_pool_holds_after_the_drain(
+    void **state)
+{
+    struct fixture *f = *state;
+    struct capped c = {.held = 6};
+    const size_t ntasks = 1000;
+    serex_executor *l;
+
+    f->capped = &c;
+    assert_int_equal(serex_latch_create(c.held, &c.in), SEREX_OK);
+    assert_int_equal(serex_event_create_manual(&c.gate), SEREX_OK);
+    make_pool(f, 8);
+    l = make_limiter(f, 0, f->pool, 6);
+    for (size_t i = 0; i < ntasks; i++)
+        assert_int_equal(serex_execute(l, capped_task, &f->items[i]), SEREX_OK);
+    /* six run at once and wait; lower to 2 while they run */
+    assert_int_equal(serex_latch_wait(c.in, TEST_TIMEOUT), SEREX_OK);
+    assert_int_equal(serex_limiter_set_max(l, 2), SEREX_OK);
+    serex_event_signal(c.gate);
+    serex_shutdown(l);
+    assert_int_equal(serex_await_termination(l, TEST_TIMEOUT), SEREX_OK);
+    assert_int_equal(atomic_load(&c.ran), (long)ntasks);
+    /* every later task started with at most 2 running, itself included */
+    assert_true(atomic_load(&c.most_after) >= 1);
+    assert_true(atomic_load(&c.most_after) <= 2);
+    serex_event_destroy(c.gate);
+    serex_latch_destroy(c.in);
+}
+
+static void limiter_set_max_raised_on_a_pool_reaches_the_new_cap(void **state)
+{
+    struct fixture *f = *state;
+    const size_t ntasks = 500;
+    serex_executor *l;
+
+    make_pool(f, 8);
+    l = make_limiter(f, 0, f->pool, 1);
+    /* the first 4 tasks wait until 4 run at once: on a cap of 1 they
+     * would wait out TEST_TIMEOUT and fail; the raise lets them meet */
+    conc_reset(&f->conc, 4, 4);
+    for (size_t i = 0; i < ntasks; i++)
+        assert_int_equal(serex_execute(l, conc_task, &f->items[i]), SEREX_OK);
+    assert_int_equal(serex_limiter_set_max(l, 4), SEREX_OK);
+    serex_shutdown(l);
+    assert_int_equal(serex_await_termination(l, TEST_TIMEOUT), SEREX_OK);
+    assert_int_equal(atomic_load(&f->conc.ran), (long)ntasks);
+    assert_int_equal(atomic_load(&f->conc.max_seen), 4);
+    assert_int_equal(atomic_load(&f->conc.over), 0);
+}
+
+static void limiter_lowered_to_one_is_a_serial_again(void **state)
+{
+    struct fixture *f = *state;
+    struct capped c = {.held = 3};
+    struct hb_item *items = calloc(HB_PRODUCERS * HB_PER_PRODUCER,
+                                   sizeof *items);
+    struct hb_producer pr[HB_PRODUCERS];
+    serex_executor *l;
+
+    assert_non_null(items);
+    f->capped = &c;
+    assert_int_equal(serex_latch_create(c.held, &c.in), SEREX_OK);
+    assert_int_equal(serex_event_create_manual(&c.gate), SEREX_OK);
+    make_pool(f, 4);
+    l = make_limiter(f, 0, f->pool, 3);
+    for (size_t i = 0; i < c.held; i++)
+        assert_int_equal(serex_execute(l, capped_task, &f->items[i]), SEREX_OK);
+    assert_int_equal(serex_latch_wait(c.in, TEST_TIMEOUT), SEREX_OK);
+    assert_int_equal(serex_limiter_set_max(l, 1), SEREX_OK);
+    serex_event_signal(c.gate); /* the three leave as producers submit */
+    for (unsigned p = 0; p < HB_PRODUCERS; p++) {
+        pr[p] = (struct hb_producer){.lim = l,
+                                     .items = &items[p * HB_PER_PRODUCER]};
+        for (size_t i = 0; i < HB_PER_PRODUCER; i++)
+            pr[p].items[i] = (struct hb_item){&f->hb, p, i};
+    }
+    for (unsigned p = 0; p < HB_PRODUCERS; p++)
+        assert_int_equal(
+            serex__thread_start(&pr[p].thread, hb_producer_main, &pr[p]),
+            SEREX_OK);
+    for (unsigned p = 0; p < HB_PRODUCERS; p++) {
+        serex__thread_join(pr[p].thread);
+        assert_int_equal(pr[p].rejected, 0);
+    }
+    serex_shutdown(l);
+    assert_int_equal(serex_await_termination(l, TEST_TIMEOUT), SEREX_OK);
+    /* plain state, written by tasks on any worker: TSan checks that each
+     * happened before the next (promise 3 again, under a cap of 1) */
+    assert_int_equal(f->hb.total, HB_PRODUCERS * HB_PER_PRODUCER);
+    assert_int_equal(f->hb.disorder, 0);
+    assert_int_equal(atomic_load(&c.ran), (long)c.held);
+    serex_event_destroy(c.gate);
+    serex_latch_destroy(c.in);
+    free(items);
+}
+
+/* Changes the cap of `lim` among 1, 2 and 3 until told to stop. */
+struct toggler {
+    serex_executor *lim;
+    atomic_bool stop;
+    serex__thread thread;
+    long calls, bad;
+};
+
+static int toggler_main(void *arg)
+{
+    struct toggler *t = arg;
+
+    for (unsigned i = 0; !atomic_load(&t->stop); i++) {
+        if (serex_limiter_set_max(t->lim, 1 + i % 3) != SEREX_OK)
+            t->bad++;
+        t->calls++;
+        if (i % 8 == 7)
+            serex__thread_yield();
+    }
+    return 0;
+}
+
+static void limiter_set_max_racing_execute_loses_nothing(void **state)
+{
+    struct fixture *f = *state;
+    struct toggler tog = {.calls = 0};
+    long accepted, ran;
+    serex_executor *l;
+
+    test_race_init(&f->race, "test-limiter", race_submit, race_task, f);
+    f->race_made = true;
+    conc_reset(&f->conc, 3, 0); /* over: more than the peak cap at once */
+    l = make_limiter(f, 0, f->race.pool, 2);
+    tog.lim = l;
+    assert_int_equal(serex__thread_start(&tog.thread, toggler_main, &tog),
+                     SEREX_OK);
+    test_race_start(&f->race);
+    accepted = test_race_join(&f->race);
+    atomic_store(&tog.stop, true);
+    serex__thread_join(tog.thread);
+    assert_int_equal(tog.bad, 0);
+    assert_true(tog.calls > 0);
+    assert_int_equal(accepted, TEST_RACE_TASKS);
+    serex_shutdown(l);
+    assert_int_equal(serex_await_termination(l, TEST_TIMEOUT), SEREX_OK);
+    /* every task ran once, each producer's in its order of submission */
+    ran = test_race_check_accounting(&f->race, false);
+    assert_int_equal(ran, accepted);
+    assert_int_equal(atomic_load(&f->conc.over), 0);
+    assert_int_equal(stats_of(l).completed, (uint64_t)ran);
+}
+
 /* --- stats, bad input, allocation failure --- */
 
 static void limiter_stats_count_its_tasks(void **state)
@@ -1537,6 +1965,20 @@ int main(void)
         T(limiter_shutdown_racing_execute_runs_every_accepted),
         T(limiter_shutdown_now_racing_execute_loses_nothing),
         T(limiter_of_one_shutdown_now_racing_execute_loses_nothing),
+        T(limiter_set_max_raised_starts_runners_for_waiting_tasks),
+        T(limiter_set_max_raised_from_its_task_runs_more_at_once),
+        T(limiter_set_max_lowered_lets_the_running_finish_then_holds),
+        T(limiter_set_max_lowered_to_two_holds_two),
+        T(limiter_set_max_lowered_after_a_raise_holds),
+        T(limiter_set_max_moves_the_serial_edeadlk_rule),
+        T(limiter_set_max_after_shutdown_runs_the_queued_under_it),
+        T(limiter_set_max_after_shutdown_now_only_records_it),
+        T(limiter_set_max_refused_by_the_target_loses_nothing),
+        T(limiter_set_max_bad_input_is_einval),
+        T(limiter_set_max_lowered_on_a_pool_holds_after_the_drain),
+        T(limiter_set_max_raised_on_a_pool_reaches_the_new_cap),
+        T(limiter_lowered_to_one_is_a_serial_again),
+        T(limiter_set_max_racing_execute_loses_nothing),
         T(limiter_stats_count_its_tasks),
         T(limiter_create_bad_input_is_einval),
         T(limiter_execute_bad_input_is_einval),

@@ -155,6 +155,17 @@ static void future_release_twice_queued(void)
     serex_future_release(f);
 }
 
+/* A token still held by its child: released twice. */
+static void cancel_release_twice(void)
+{
+    serex_cancel *c, *child;
+
+    serex_cancel_create(NULL, &c);
+    serex_cancel_create(c, &child);
+    serex_cancel_release(c);
+    serex_cancel_release(c);
+}
+
 /* Waited on after release: it used to return another future's value. */
 static void future_wait_after_release(void)
 {
@@ -237,6 +248,47 @@ static void timer_cancel_after_release(void)
     serex_schedule(s, NULL, SEC, count_task, &ran, &t);
     serex_timer_release(t);
     serex_timer_cancel(t);
+}
+
+static void timer_cancel_wait_after_release(void)
+{
+    static int ran;
+    serex_scheduler *s = manual_scheduler();
+    serex_timer *t;
+
+    serex_schedule(s, NULL, SEC, count_task, &ran, &t);
+    serex_timer_release(t);
+    serex_timer_cancel_wait(t, 0, NULL);
+}
+
+static void timer_cancel_notify_after_release(void)
+{
+    static int ran;
+    serex_scheduler *s = manual_scheduler();
+    serex_timer *t;
+
+    serex_schedule(s, NULL, SEC, count_task, &ran, &t);
+    serex_timer_release(t);
+    serex_timer_cancel_notify(t, serex_scheduler_executor(s), count_task, &ran,
+                              NULL);
+}
+
+static void leave_region_open(void *arg)
+{
+    (void)arg;
+    serex_blocking_begin(); /* and no end */
+}
+
+/* A pool task that returns inside its blocking region: its worker stops
+ * the program when it next goes idle. */
+static void blocking_region_left_open(void)
+{
+    serex_pool_config cfg = {.threads = 1};
+    serex_executor *pool;
+
+    serex_pool_create(&cfg, &pool);
+    serex_execute(pool, leave_region_open, NULL);
+    serex_await_termination(pool, 20 * SEC); /* the worker aborts first */
 }
 
 /* A semaphore of 2 given back 3 (one more than was ever taken). */
@@ -331,6 +383,13 @@ static void future_used_after_release(void **state)
                 "serex_future_release");
 }
 
+static void cancel_released_twice(void **state)
+{
+    (void)state;
+    assert_dies(cancel_release_twice,
+                "serex: serex_cancel_release: token released twice");
+}
+
 static void timer_released_twice(void **state)
 {
     (void)state;
@@ -341,6 +400,23 @@ static void timer_released_twice(void **state)
     assert_dies(timer_cancel_after_release,
                 "serex: serex_timer_cancel: timer used after "
                 "serex_timer_release");
+    assert_dies(timer_cancel_wait_after_release,
+                "serex: serex_timer_cancel_wait: timer used after "
+                "serex_timer_release");
+    assert_dies(timer_cancel_notify_after_release,
+                "serex: serex_timer_cancel_notify: timer used after "
+                "serex_timer_release");
+}
+
+/* First in the list: a pool's locks in the child, and the parent has
+ * destroyed no lock yet whose address they could take (TSan's deadlock
+ * detector then stops a forked child: see assert_not_on_inside). */
+static void blocking_region_left_open_stops(void **state)
+{
+    (void)state;
+    assert_dies(blocking_region_left_open,
+                "serex: serex_blocking_begin: a pool task returned inside "
+                "its blocking region");
 }
 
 static void semaphore_misused(void **state)
@@ -381,12 +457,22 @@ static void correct_use_is_quiet(void **state)
 #if defined(_WIN32)
 /* The cases a child can be asked to run, by index (--misuse N). */
 static void (*const misuses[])(void) = {
-    future_release_twice_done,   future_release_twice_queued,
-    future_wait_after_release,   future_value_after_release,
-    future_cancel_after_release, timer_release_twice_done,
-    timer_release_twice_pending, timer_cancel_after_release,
-    assert_on_outside,           assert_not_on_inside,
-    semaphore_release_too_many,  semaphore_destroy_with_waiter,
+    future_release_twice_done,
+    future_release_twice_queued,
+    future_wait_after_release,
+    future_value_after_release,
+    future_cancel_after_release,
+    timer_release_twice_done,
+    timer_release_twice_pending,
+    timer_cancel_after_release,
+    assert_on_outside,
+    assert_not_on_inside,
+    cancel_release_twice,
+    timer_cancel_wait_after_release,
+    timer_cancel_notify_after_release,
+    blocking_region_left_open,
+    semaphore_release_too_many,
+    semaphore_destroy_with_waiter,
 };
 #  define NMISUSES ((int)(sizeof misuses / sizeof misuses[0]))
 
@@ -403,9 +489,11 @@ static int misuse_index(void (*misuse)(void))
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(blocking_region_left_open_stops),
         cmocka_unit_test(future_released_twice),
         cmocka_unit_test(future_used_after_release),
         cmocka_unit_test(timer_released_twice),
+        cmocka_unit_test(cancel_released_twice),
         cmocka_unit_test(correct_use_is_quiet),
         cmocka_unit_test(assert_on_fails),
         cmocka_unit_test(semaphore_misused),

@@ -171,6 +171,20 @@ SEREX_API int serex_execute(serex_executor *ex, serex_fn fn, void *arg);
 SEREX_API int serex_execute_wait(serex_executor *ex, serex_fn fn, void *arg,
                                  int64_t timeout_ns);
 
+typedef struct serex_cancel serex_cancel; /* <serex/cancel.h> */
+
+/*
+ * serex_execute_wait_token - serex_execute_wait that also ends when
+ * @token is cancelled while it waits for room: then it says the token's
+ * cause and nothing was queued (also at once, when the token is
+ * cancelled already and @ex is full). @token NULL: serex_execute_wait.
+ * Returns:   as serex_execute_wait, or the token's cause.
+ * Ownership, threads: as serex_execute_wait.
+ */
+SEREX_API int serex_execute_wait_token(serex_executor *ex, serex_fn fn,
+                                       void *arg, int64_t timeout_ns,
+                                       serex_cancel *token);
+
 /*
  * serex_shutdown - stop accepting tasks; accepted tasks still run.
  *

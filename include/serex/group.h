@@ -20,6 +20,7 @@
 #ifndef SEREX_GROUP_H
 #define SEREX_GROUP_H
 
+#include "cancel.h"   /* serex_cancel */
 #include "executor.h" /* serex_executor, serex_fn, SEREX_API */
 #include "future.h"   /* serex_future, serex_call_fn */
 
@@ -38,6 +39,75 @@ typedef struct serex_group serex_group;
  * Threads:   any thread.
  */
 SEREX_API int serex_group_create(serex_group **out);
+
+/* serex_group_config flags */
+/* The first error (serex_group_fail, or a submitted task's future ending
+ * with serex_future_set_error) closes the group and cancels its token
+ * with that error: every task not started is cancelled (as
+ * serex_group_cancel), running ones see serex_cancel_requested on
+ * serex_group_token (Java's ShutdownOnFailure, Go's errgroup.WithContext).
+ * Without it every error is counted, the first kept, and nothing is
+ * cancelled (collect). */
+#define SEREX_GROUP_FAIL_FAST 1u
+
+/* Group configuration (serex_group_create_config); zero for defaults. */
+typedef struct serex_group_config {
+    unsigned flags;       /* SEREX_GROUP_FAIL_FAST, or 0 (collect) */
+    serex_cancel *parent; /* NULL, or a token whose cancellation cancels
+                             the group (a request's token, a deadline) */
+} serex_group_config;
+
+/*
+ * serex_group_create_config - a group with a life: its own token (a child
+ * of cfg->parent), a failure policy, and the outcome reported by
+ * serex_group_wait. When the token is cancelled (by the parent, a
+ * deadline on it, fail-fast's first error, or serex_cancel_request on
+ * serex_group_token), the group is closed (later execute and submit say
+ * SEREX_EREJECTED), its tasks not started are cancelled, and the cause
+ * is its error if none came first. @cfg NULL: the defaults.
+ * Returns:   SEREX_OK; SEREX_EINVAL if out is NULL or flags has an
+ *            unknown bit; SEREX_ENOMEM. *@out is NULL on error.
+ * Ownership: as serex_group_create; the group holds what it needs of
+ *            cfg->parent (release it whenever you like).
+ * Threads:   any thread.
+ */
+SEREX_API int serex_group_create_config(const serex_group_config *cfg,
+                                        serex_group **out);
+
+/*
+ * serex_group_close - refuse later members: serex_group_execute and
+ * serex_group_submit say SEREX_EREJECTED once this has returned (a call
+ * racing with it may still be accepted). Members already in finish;
+ * serex_group_enter is not refused (it counts work already under way).
+ * C++26's async_scope close. Idempotent; NULL is ignored.
+ * Threads:   any thread, a task of @g included; never blocks.
+ */
+SEREX_API void serex_group_close(serex_group *g);
+
+/*
+ * serex_group_fail - report an error (in [SEREX_ERROR_MIN, -1]) for @g,
+ * from a task of it or anywhere: counted, kept if it is the first, and
+ * with SEREX_GROUP_FAIL_FAST the first one closes and cancels the group
+ * (see the flag). A submitted task's future that ends with an error set
+ * by serex_future_set_error reports it the same way, by itself. NULL or
+ * an error out of range: nothing.
+ * Threads:   any thread; never blocks.
+ */
+SEREX_API void serex_group_fail(serex_group *g, int err);
+
+/* serex_group_error - @g's first error (or its token's cause), 0 if none;
+ * serex_group_error_count - how many were reported. Exact once
+ * serex_group_wait has returned (and inside a notification). 0 for NULL. */
+SEREX_API int serex_group_error(serex_group *g);
+SEREX_API size_t serex_group_error_count(serex_group *g);
+
+/*
+ * serex_group_token - the group's token (serex_group_create_config), for
+ * its tasks to poll and to pass on (serex_future_cancel_on, a child
+ * token, a semaphore wait); cancel it to cancel the group. NULL for a
+ * group made by serex_group_create. Valid until the group is destroyed.
+ */
+SEREX_API serex_cancel *serex_group_token(serex_group *g);
 
 /*
  * serex_group_destroy - free an empty group.
@@ -68,8 +138,8 @@ SEREX_API void serex_group_destroy(serex_group *g);
  * by serex_group_cancel never runs, its arg is not handed back, and it
  * stays a member until @ex reaches (skips) or drops its queue slot.
  * Returns:   SEREX_OK; SEREX_EINVAL if g, ex, ex's ops or fn is NULL;
- *            SEREX_ENOMEM; SEREX_EFULL past 2^31 members; any error of
- *            @ex's execute. On error nothing was queued, @g is unchanged
+ *            SEREX_EREJECTED once the group is closed; SEREX_ENOMEM;
+ *            SEREX_EFULL past 2^31 members; any error of @ex's execute. On error nothing was queued, @g is unchanged
  *            and arg is still the caller's. (If @ex refuses the task just
  *            as a serex_group_cancel counts it, the call says SEREX_OK:
  *            the task was accepted, and cancelled.)
@@ -142,7 +212,8 @@ SEREX_API void serex_group_leave(serex_group *g);
  * pool worker) may still be on its way out (docs/group.md).
  * Returns:   SEREX_OK (the group is empty; every write of its tasks, and
  *            of the work between each enter and its leave, is visible to
- *            the caller); SEREX_ETIMEDOUT; SEREX_EDEADLK at once, whatever
+ *            the caller); the group's first error instead, once empty,
+ *            if one was reported (serex_group_error); SEREX_ETIMEDOUT; SEREX_EDEADLK at once, whatever
  *            the timeout, when called from a task of @g, from what a
  *            dropped task of @g calls (an on_pending, a future's
  *            continuation), or from a notification of @g run by the thread

@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-/* The largest max_running serex_limiter_create accepts. */
+/* The largest max_running serex_limiter_create and _set_max accept. */
 #define SEREX_LIMITER_MAX_RUNNING 65535u
 
 /*
@@ -73,6 +73,51 @@ extern "C" {
  */
 SEREX_API int serex_limiter_create(serex_executor *target, unsigned max_running,
                                    serex_executor **out);
+
+/*
+ * serex_limiter_set_max - change how many of @limiter's tasks may run at
+ * once to @max_running, while it runs (since 0.2.0).
+ *
+ * Raising the cap starts runners on the target at once for tasks that
+ * wait, up to the new cap (a task never waits for a running one to
+ * return while the cap has room for it). Lowering it interrupts nothing:
+ * the tasks running go on to their end, and no task starts while as many
+ * as the new cap, or more, are running: the first to start after the
+ * call does so once the running ones are down below the new cap, and from
+ * then on the new cap holds. Tasks still start in submission order.
+ * A limiter whose cap is 1 is a serial while it is 1 (promise 3, and
+ * serex_future_wait's SEREX_EDEADLK, promise 7b, for a task that started
+ * under a cap of 1): raised above 1, it is not, and two of its tasks may
+ * run at once; lowered to 1, it is a serial again from the first task
+ * that starts once the others have returned. An execute racing the call
+ * may be counted under either cap (a runner it starts beyond the new cap
+ * leaves without running a task). Works after serex_shutdown too (queued
+ * tasks still run, under the new cap); after serex_shutdown_now, or once
+ * the target has rejected the limiter's runners for good, it only
+ * records the cap.
+ * Returns:   SEREX_OK; SEREX_EINVAL if @limiter is NULL or not a
+ *            limiter, or @max_running is 0 or above
+ *            SEREX_LIMITER_MAX_RUNNING (nothing changed). Never fails
+ *            otherwise: if the target refuses a runner, the tasks wait as
+ *            serex_limiter_create says for a refused runner.
+ * Ownership: nothing changes hands.
+ * Threads:   any thread, at once with execute, with the limiter's runners
+ *            and with other set_max calls (the last to take effect wins),
+ *            from a task of the limiter too; before serex_destroy. It
+ *            never waits for a task; it may submit runners to the target.
+ */
+SEREX_API int serex_limiter_set_max(serex_executor *limiter,
+                                    unsigned max_running);
+
+/*
+ * serex_limiter_max - @limiter's cap: the last value given to
+ * serex_limiter_create or serex_limiter_set_max (since 0.2.0).
+ * Returns:   1 to SEREX_LIMITER_MAX_RUNNING; 0 if @limiter is NULL or not
+ *            a limiter.
+ * Ownership: nothing changes hands.
+ * Threads:   any thread, before serex_destroy.
+ */
+SEREX_API unsigned serex_limiter_max(serex_executor *limiter);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,31 @@ extern "C" {
 #define SEREX_POOL_PRIORITY_NORMAL 1 /* the pool itself */
 #define SEREX_POOL_PRIORITY_LOW 2
 
+/* max_blocking's value for "no compensating worker at all" (0 is the
+ * default, 256). */
+#define SEREX_POOL_BLOCKING_NONE (~0u)
+
+/*
+ * serex_cpu_count - the CPUs this process may use: what a pool of
+ * `threads = 0` starts (since 0.2.0).
+ *
+ * Linux: the CPUs in the calling thread's affinity mask (taskset, a
+ * cpuset; threads it starts inherit it), any number of them, capped by
+ * the cgroup CPU quota of the process's cgroup and its parents, rounded
+ * up (cgroup v2 cpu.max "150000 100000" is 1.5 CPUs: 2; v1
+ * cpu.cfs_quota_us / cpu.cfs_period_us), as Go 1.25 sizes GOMAXPROCS.
+ * Windows: the process's affinity mask (every active CPU when it spans
+ * processor groups). Elsewhere: the online CPUs. Missing or malformed
+ * cgroup files mean no quota. If the few kilobytes it reads the files
+ * with cannot be allocated, the online CPUs.
+ * The OS is read at each call: a container's quota changed at run time
+ * shows in the next call (pools already made keep their size).
+ * Returns:   at least 1; never fails.
+ * Ownership: nothing changes hands; it keeps no state.
+ * Threads:   any thread, any time.
+ */
+SEREX_API unsigned serex_cpu_count(void);
+
 /*
  * Pool configuration; zero-initialise it (or pass NULL) for the defaults.
  * New fields are only ever added at the end. The fields from
@@ -51,7 +76,8 @@ typedef struct serex_task_info {
 } serex_task_info;
 
 typedef struct serex_pool_config {
-    unsigned threads;      /* core threads; 0: online CPUs (at most max) */
+    unsigned threads;      /* core threads; 0: serex_cpu_count(), the
+                              CPUs this process may use (at most max) */
     unsigned max_threads;  /* 0: = threads; > threads: grows when all busy */
     int64_t keep_alive_ns; /* idle time before an extra thread exits; 0: 60 s */
     size_t queue_capacity; /* tasks waiting to start, per priority level;
@@ -146,6 +172,29 @@ typedef struct serex_pool_config {
      */
     void (*on_task_begin)(void *ctx, const serex_task_info *task);
     void (*on_task_finish)(void *ctx, const serex_task_info *task);
+
+    /*
+     * Tasks that block (since 0.3.0; docs/pool.md, "Blocking tasks").
+     * max_blocking: while some of the pool's tasks are in blocking
+     * regions (serex_blocking_begin), the pool may run up to one more
+     * worker per such task, beyond max_threads, and at most max_blocking
+     * more: a compensating worker, started when work waits and no worker
+     * is free. 0: 256 (ForkJoinPool's spares: far above what tasks that
+     * wait on tasks need, far below a system's thread limit);
+     * SEREX_POOL_BLOCKING_NONE: none (regions are then only counted).
+     * mark_waits: serex's own waits in the pool's tasks are blocking
+     * regions while they sleep (serex_future_wait, serex_event_wait,
+     * serex_latch_wait, serex_group_wait, serex_execute_wait, and
+     * serex_await_termination of a serial, striped executor or limiter;
+     * not a pool's or a manual executor's await); false: only explicit
+     * regions.
+     * starvation_ns: the starvation watchdog (serex_pool_create); 0: off
+     * (it adds threads past max_threads, which is a promise of its own:
+     * ask for it); negative: SEREX_EINVAL. .NET's is 500 ms.
+     */
+    unsigned max_blocking;
+    bool mark_waits;
+    int64_t starvation_ns;
 } serex_pool_config;
 
 /*
@@ -164,14 +213,23 @@ typedef struct serex_pool_config {
  * (SEREX_EREJECTED; its threads are not in the child), reports termination
  * at once, and serex_destroy only frees its memory. New pools work.
  * Thread hooks, stack size, placement and task hooks: see the config.
+ * Tasks that block: see serex_blocking_begin. With starvation_ns > 0 a
+ * watchdog thread starts with the pool: when tasks have waited to start
+ * for starvation_ns while every worker was busy and none finished a
+ * task, it counts one worker as stuck and starts one more (within
+ * max_threads + max_blocking, at most one per starvation_ns; they leave
+ * as compensating workers do). While the pool is idle it sleeps with no
+ * deadline; while a worker is busy it looks twice per starvation_ns.
  * @cfg, cfg->name and cfg->cpus are copied. *@out is set on success, NULL
  * on failure.
  * Returns:   SEREX_OK; SEREX_EINVAL if out is NULL, max_threads is non-zero
- *            and below threads, keep_alive_ns is negative, stack_size
+ *            and below threads, keep_alive_ns or starvation_ns is
+ *            negative, stack_size
  *            cannot be honoured, or the placement cannot (see the
  *            config); SEREX_EREJECTED if a core thread's on_thread_start
- *            refused it; SEREX_ENOMEM (also when a core thread cannot be
- *            started). No thread is left behind on failure.
+ *            refused it; SEREX_ENOMEM (also when a core thread or the
+ *            watchdog cannot be started). No thread is left behind on
+ *            failure.
  * Ownership: the caller owns the pool; free it with serex_destroy.
  * Threads:   any thread. execute never waits for a task, a hook or
  *            another thread's work and may be called from any number of
@@ -219,6 +277,83 @@ SEREX_API int serex_pool_create(const serex_pool_config *cfg,
  */
 SEREX_API serex_executor *serex_pool_executor_at(serex_executor *pool,
                                                  unsigned level);
+
+/*
+ * serex_pool_resize - change a pool's core count and its max at run time
+ * (since 0.3.0).
+ *
+ * @threads and @max_threads mean what they mean in the config (0: online
+ * CPUs, at most @max_threads; 0: = @threads). Growing starts the core
+ * threads missing at once, before it returns (their on_thread_start runs
+ * on them meanwhile); one that cannot be started (no memory, no thread)
+ * or whose start hook refuses it is as an elastic pool's extra thread
+ * that could not start: the pool goes on with the threads it has, and a
+ * later submission that finds every worker busy starts another. A larger
+ * max lets the pool grow as an elastic pool does.
+ * Shrinking never interrupts a task: a worker above the new max (with the
+ * compensation of blocked workers, max_blocking) retires as soon as it is
+ * idle; one above the new core count, as an elastic pool's extra thread
+ * does, once idle for keep_alive_ns. Every parked worker wakes once to
+ * look. The shared queue's shards stay as create made them, and a pool
+ * that create made fixed and unbounded keeps its per-worker queues (and
+ * hands back each thread's tasks in its order, promise 2b) at any size.
+ * The thread hooks' index may reach max_threads + max_blocking of the
+ * largest max_threads a resize gave.
+ * Returns:   SEREX_OK; SEREX_EINVAL if @pool is NULL or not a pool (a
+ *            face is taken for its pool) or @max_threads is non-zero and
+ *            below @threads; SEREX_EREJECTED once the pool is shut down
+ *            (or in a child process after fork); SEREX_ENOMEM if the
+ *            slots for @max_threads workers cannot be made (nothing
+ *            changed).
+ * Ownership: nothing changes hands.
+ * Threads:   any thread, its own tasks included; calls are serialised
+ *            under the pool's lock. It waits for no task (only for the
+ *            thread starts it makes, under the pool's lock).
+ */
+SEREX_API int serex_pool_resize(serex_executor *pool, unsigned threads,
+                                unsigned max_threads);
+
+/*
+ * serex_blocking_begin, serex_blocking_end - mark a region of a pool's
+ * task that blocks: a wait on a future, a lock, a syscall (since 0.3.0).
+ *
+ * While a task is in a region its worker does not count as one that
+ * serves: the pool hands the worker's own queued tasks to its shared
+ * queue, sends the task's submissions there too, and, if work waits and
+ * no worker is free, wakes one or starts a compensating worker (up to
+ * max_threads plus one per task in a region, at most max_blocking more;
+ * see the config). So tasks that wait for tasks they submitted, each in
+ * a region, no longer deadlock a fixed pool: without the regions, two
+ * workers whose tasks both wait for tasks queued behind them wait for
+ * ever. A compensating worker that cannot be started (no memory, no
+ * thread) is not: the pool goes on with the workers it has.
+ * A compensating worker is an extra thread as an elastic pool's: it
+ * retires once idle for keep_alive_ns while more workers serve than the
+ * core count.
+ * Regions nest: only the outermost begin and end count. Outside a pool's
+ * task (another thread, a pool's thread hooks), both do nothing; so does
+ * an end without a begin. A task must end every region it begins before
+ * it returns: a worker that goes idle with a region open stops the
+ * program with a message (a misuse, promise 8a).
+ * Returns:   nothing.
+ * Ownership: nothing changes hands.
+ * Threads:   the task's own thread; a region belongs to the thread that
+ *            began it. begin never waits (it may start a thread, under
+ *            the pool's lock); end is two atomic operations at most.
+ */
+SEREX_API void serex_blocking_begin(void);
+SEREX_API void serex_blocking_end(void);
+
+/*
+ * serex_blocking - run @fn(@arg) as a blocking region (since 0.3.0):
+ * serex_blocking_begin, the call, serex_blocking_end.
+ *
+ * Returns:   SEREX_OK once @fn has returned; SEREX_EINVAL if @fn is NULL
+ *            (nothing runs).
+ * Ownership: @arg stays the caller's; @fn gets it.
+ * Threads:   @fn runs on the calling thread, before the call returns.
+ */
+SEREX_API int serex_blocking(serex_fn fn, void *arg);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #ifndef SEREX_SCHEDULER_H
 #define SEREX_SCHEDULER_H
 
+#include "cancel.h"   /* serex_cancel: timers that obey a token */
 #include "executor.h" /* serex_executor, serex_fn, SEREX_API */
 
 #ifdef __cplusplus
@@ -287,6 +288,46 @@ SEREX_API int serex_schedule_fixed_delay(serex_scheduler *s,
                                          serex_timer **out);
 
 /*
+ * serex_schedule_token - serex_schedule for a timer that obeys @token:
+ * once the token is cancelled (serex_cancel_request, its deadline, or its
+ * parent), the timer is cancelled as by serex_timer_cancel: no run starts
+ * after the request returns (one handed to its target and not started is
+ * skipped); a run in progress finishes. The token is never cancelled by
+ * the timer. @token NULL: a timer like serex_schedule's.
+ * The run that may still be in progress when the token fires is the
+ * reason to keep a handle: serex_timer_cancel_wait or _notify on it says
+ * when @arg is yours again (a token-cancelled one-shot's task goes to no
+ * on_rejected). Without a handle, let the task own nothing it must free,
+ * or free it in the task.
+ * Returns:   as serex_schedule, and the token's cause
+ *            (serex_cancel_cause: SEREX_ECANCELED unless the canceller
+ *            gave another) if @token is cancelled before the timer is
+ *            filed: then nothing is scheduled and @arg is still yours.
+ * Ownership: the timer holds what it needs of @token until it ends; the
+ *            caller may release its token at once.
+ * Threads:   as serex_schedule. A cancel of the token runs, on the
+ *            cancelling thread, a short lock of the timer's shard.
+ */
+SEREX_API int serex_schedule_token(serex_scheduler *s, serex_executor *target,
+                                   int64_t delay_ns, serex_cancel *token,
+                                   serex_fn fn, void *arg, serex_timer **out);
+
+/*
+ * serex_schedule_fixed_rate_token - serex_schedule_fixed_rate for a timer
+ * that obeys @token, as serex_schedule_token (a sampler that ends with
+ * its session).
+ * Returns:   as serex_schedule_token; SEREX_EINVAL also for initial_ns < 0
+ *            or period_ns <= 0.
+ * Ownership, Threads: as serex_schedule_token.
+ */
+SEREX_API int serex_schedule_fixed_rate_token(serex_scheduler *s,
+                                              serex_executor *target,
+                                              int64_t initial_ns,
+                                              int64_t period_ns,
+                                              serex_cancel *token, serex_fn fn,
+                                              void *arg, serex_timer **out);
+
+/*
  * serex_timer_cancel - stop every future run of @t. O(1); a pending
  * timer's slot is freed at once (nothing cancelled is retained).
  *
@@ -297,9 +338,73 @@ SEREX_API int serex_schedule_fixed_delay(serex_scheduler *s,
  * that started, a timer cancelled, rejected, handed back or ended by
  * shutdown: a periodic timer after shutdown, even with a run still queued
  * on its target, which is then skipped) or @t is NULL.
+ * A run in progress may still be using @arg when this returns: to free it,
+ * use serex_timer_cancel_wait or serex_timer_cancel_notify.
  * Threads:   any thread, also from the timer's own task.
  */
 SEREX_API bool serex_timer_cancel(serex_timer *t);
+
+/*
+ * serex_timer_cancel_wait - cancel @t (as serex_timer_cancel) and wait
+ * until no run of it is in progress: Linux's timer_delete_sync, Go's "no
+ * stale fire after Stop returns". On SEREX_OK no run of @t is in
+ * progress and none will start, every write of its last run is visible,
+ * and @arg is the caller's again (for a one-shot that ran: the task's
+ * to dispose of, as always).
+ *
+ * Only a run that has started is waited for: one handed to its target
+ * and not started is always skipped by the cancel, so a task of a serial
+ * or a manual executor may call this about a timer whose run is queued
+ * behind it. *@stopped (if not NULL) gets what serex_timer_cancel would
+ * return: true if this call stopped runs not yet started (a one-shot
+ * that will never run: its @arg is yours to free).
+ * From inside @t's own run (its task, or what the task calls on its
+ * thread: a nested manual run, a continuation run inline) the run in
+ * progress is the caller: the call cancels (future runs are stopped, as
+ * by serex_timer_cancel) and says SEREX_EDEADLK at once, without waiting,
+ * whatever the timeout. The run may then free @arg itself before it
+ * returns: no run starts after it (the timer code does not touch @arg
+ * once the task has returned).
+ * Synchronization rules (as Linux's): the caller must not hold anything
+ * the run needs to finish (a lock the task takes, a thread of its own
+ * that the task waits for, a task of its own executor the task waits
+ * on), and two runs must not wait for each other: such a wait never ends
+ * (with SEREX_FOREVER), and is not detected.
+ * Returns:   SEREX_OK; SEREX_EDEADLK (above); SEREX_ETIMEDOUT (runs are
+ *            stopped, but one is still in progress: call again to wait
+ *            more); SEREX_EINVAL for NULL @t or a timeout below
+ *            SEREX_FOREVER. 0 only looks.
+ * Ownership: the handle stays the caller's: release it after (the
+ *            record lives until then, whatever this returns).
+ * Threads:   any thread; blocks (parks) for the run in progress only.
+ *            Use serex_timer_cancel_notify from a task that must not block.
+ */
+SEREX_API int serex_timer_cancel_wait(serex_timer *t, int64_t timeout_ns,
+                                      bool *stopped);
+
+/*
+ * serex_timer_cancel_notify - cancel @t (as serex_timer_cancel) and post
+ * fn(arg) to @target once no run of @t is in progress and none will
+ * start: at once, from this call, if no run is in progress; else when the
+ * run in progress returns, from the thread that ran it. The non-blocking
+ * form of serex_timer_cancel_wait, for a task: fn may free the timer's
+ * @arg (and release @t). Called from inside @t's own run, it posts fn
+ * once that run has returned.
+ *
+ * fn is never lost: if @target refuses it, or takes it back or drops it
+ * later, it runs at once on the thread that was posting or dropping it
+ * (promise 2a, docs/contract.md). Inside fn, every write of @t's last
+ * run is visible. *@stopped (if not NULL) is set as serex_timer_cancel_wait
+ * sets it, before fn can run. @t may be released right after this call.
+ * Returns:   SEREX_OK; SEREX_EINVAL for NULL @t, @target, target's ops or
+ *            @fn; SEREX_ENOMEM (nothing changed: @t not cancelled, fn
+ *            will not run).
+ * Ownership: on SEREX_OK, @arg passes to fn, which runs exactly once. The
+ *            handle stays the caller's (release it when done with it).
+ * Threads:   any thread, any task; never blocks.
+ */
+SEREX_API int serex_timer_cancel_notify(serex_timer *t, serex_executor *target,
+                                        serex_fn fn, void *arg, bool *stopped);
 
 /*
  * serex_timer_release - give back the handle from a schedule call. The

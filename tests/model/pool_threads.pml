@@ -32,14 +32,42 @@
  *  - live never goes above MAX, live + retiring never above the slots,
  *    and live never below CORE before shutdown.
  *
+ *
+ * With BLOCKING (src/pool_block.c): a fixed pool of CORE = MAX = 1 with
+ * max_blocking MAXB = 1, so SLOTS = 2. X waits for Z inside a blocking
+ * region: begin counts the worker in `blocked` (outside `mu`, as the C
+ * code's seq_cst count: the model is sequentially consistent) and, if a
+ * task is queued, makes the wake-up a submission makes (a sleeper, else a
+ * start below the cap MAX + min(blocked, MAXB), else the debt); end takes
+ * it out. A worker retires past its keep-alive only while more serve than
+ * the core count (live - blocked > CORE); after a shutdown a start may
+ * still come while a worker blocks. With SHUT_EARLY the submitter shuts
+ * the pool down right after its three submissions instead of after they
+ * ran: X may then block after the shutdown, Z still queued.
+ *
  * Mutations (each must make spin find a violation):
  *  MUT_NO_DEBT    a grow that finds every slot taken owes nothing (the
  *                 defect: the task waits for a busy worker)
  *  MUT_NO_REARM   a core thread past its keep-alive keeps the old deadline
  *                 (the defect: it spins under mu for ever)
+ *  MUT_NO_BEGIN_WAKE  (BLOCKING) begin only counts: a task queued before
+ *                 it waits for the blocked worker
+ *  MUT_NO_CAP     (BLOCKING) the cap is max_threads alone: a blocked
+ *                 worker makes no room for another
+ *  MUT_NO_SHUT_GROW   (BLOCKING, SHUT_EARLY) no start after a shutdown,
+ *                 blocked or not: Z, queued, waits for X, which waits
+ *                 for Z
  */
+#ifdef BLOCKING
+#define CORE 1
+#define MAX 1
+#define MAXB 1
+#else
 #define CORE 1
 #define MAX 2
+#define MAXB 0
+#endif
+#define SLOTS (MAX + MAXB)
 #ifndef TMAX
 #define TMAX 2
 #endif
@@ -50,8 +78,9 @@
 #define RETIRING 2
 #define EXITED 3
 
-byte state[MAX];
+byte state[SLOTS];
 byte live;
+byte blocked;    /* workers in a blocking region (BLOCKING) */
 byte retiring;
 bit grow_owed;
 bit mu;
@@ -76,9 +105,24 @@ inline unlock()
 
 inline invariants()
 {
-    assert(live <= MAX && live + retiring <= MAX);
+    assert(live <= SLOTS && live + retiring <= SLOTS);
     assert(shutdown || live >= CORE)
 }
+
+/* serex__pool_cap: MAX, plus one per blocked worker, at most MAXB more */
+#ifndef MUT_NO_CAP
+#define CAP (MAX + (blocked < MAXB -> blocked : MAXB))
+#else
+#define CAP MAX
+#endif
+
+/* thread_may_grow: below the cap; after a shutdown only while a worker
+ * blocks */
+#ifndef MUT_NO_SHUT_GROW
+#define MAY_GROW ((!shutdown || blocked > 0) && live < CAP)
+#else
+#define MAY_GROW (!shutdown && live < CAP)
+#endif
 
 inline check_terminated()
 {
@@ -88,15 +132,15 @@ inline check_terminated()
     fi
 }
 
-/* A free slot for a new thread (FREE or EXITED, joined), or MAX. */
+/* A free slot for a new thread (FREE or EXITED, joined), or SLOTS. */
 inline find_slot(found)
 {
     i = 0;
-    found = MAX;
+    found = SLOTS;
     do
-    :: i < MAX ->
+    :: i < SLOTS ->
         if
-        :: found == MAX && (state[i] == FREE || state[i] == EXITED) ->
+        :: found == SLOTS && (state[i] == FREE || state[i] == EXITED) ->
             found = i
         :: else -> skip
         fi;
@@ -114,6 +158,35 @@ inline start_in(found)
     run worker(found)
 }
 
+/*
+ * The wake-up a push owes (serex__pool_wake_need, then pool_wake_one or
+ * serex__pool_threads_grow): a sleeper, else a start below the cap, else,
+ * with every slot taken, the debt. Under mu.
+ */
+inline wake_or_grow()
+{
+    lock();
+    if
+    :: sleepers > 0 -> sleepers--; wakeups++
+    :: else ->
+        if
+        :: MAY_GROW ->
+            find_slot(found);
+            if
+            :: found < SLOTS -> start_in(found)
+            :: else ->
+#ifndef MUT_NO_DEBT
+                grow_owed = 1
+#else
+                skip
+#endif
+            fi
+        :: else -> skip
+        fi
+    fi;
+    unlock()
+}
+
 proctype worker(byte s)
 {
     bit keep = 1, expired = 0;
@@ -123,7 +196,20 @@ serve:
     do
     :: atomic { q > 0 -> q--; t = next_task; next_task++ };
         if
-        :: t == 0 -> (z_ran)   /* X waits until Z has run */
+        :: t == 0 ->            /* X waits until Z has run */
+#ifdef BLOCKING
+            blocked++;          /* block_begin: the count, then the look */
+#ifndef MUT_NO_BEGIN_WAKE
+            if
+            :: q > 0 -> wake_or_grow()
+            :: else -> skip
+            fi;
+#endif
+            (z_ran);
+            blocked--           /* block_end */
+#else
+            (z_ran)
+#endif
         :: t == 2 -> z_ran = 1
         :: else -> skip
         fi;
@@ -141,7 +227,7 @@ serve:
             if
             :: expired ->
                 if
-                :: live > CORE ->  /* thread_retire */
+                :: live - blocked > CORE ->  /* thread_retire */
                     live--;
                     retiring++;
                     state[s] = RETIRING;
@@ -191,7 +277,7 @@ end_park:
         :: grow_owed ->  /* thread_hand_over */
             grow_owed = 0;
             if
-            :: !shutdown && live < MAX ->
+            :: MAY_GROW ->
                 state[s] = FREE;
                 find_slot(found);
                 start_in(found)
@@ -211,26 +297,7 @@ end_park:
 inline submit()
 {
     q++;
-    lock();
-    if
-    :: sleepers > 0 -> sleepers--; wakeups++
-    :: else ->
-        if
-        :: !shutdown && live < MAX ->
-            find_slot(found);
-            if
-            :: found < MAX -> start_in(found)
-            :: else ->
-#ifndef MUT_NO_DEBT
-                grow_owed = 1
-#else
-                skip
-#endif
-            fi
-        :: else -> skip
-        fi
-    fi;
-    unlock()
+    wake_or_grow()
 }
 
 active proctype submitter()
@@ -246,10 +313,13 @@ active proctype submitter()
     :: n < NTASK -> submit(); n++
     :: else -> break
     od;
+#ifndef SHUT_EARLY
     (ran == NTASK);
+#endif
     lock();
     shutdown = 1;
     unlock();
     (terminated);
-    assert(live == 0 && retiring == 0 && q == 0)
+    assert(ran == NTASK);
+    assert(live == 0 && retiring == 0 && q == 0 && blocked == 0)
 }

@@ -38,6 +38,25 @@
  * fails because the other changed retries with the same outcome, so they
  * are two variables here.
  *
+ *  - with WAITER, each user may instead cancel and wait
+ *    (serex_timer_cancel_wait: the cancel, then, while a run is in
+ *    progress - RUNNING or STOPPING - the WAITERS mark by CAS and a park
+ *    on the word, which sleeps only if the word still reads what it
+ *    expects and wakes only by the settle's wake) or cancel and notify
+ *    (serex_timer_cancel_notify: under the shard lock, the continuation
+ *    filed and the mark set if a run is in progress, else posted at
+ *    once). A run's settle that reads the mark goes slow (settle_waited:
+ *    under the lock, DONE, the mark cleared, the filed continuation
+ *    taken; then the wake, then the post). A run is "in progress" (a
+ *    ghost) from its start to its task's return, a step of its own.
+ *  - with TOKEN, a token cancelled at any moment, or never, fires each
+ *    timer's hook in turn (tok_stop: under the shard lock, PENDING ->
+ *    DONE out of the wheel, QUEUED -> STOPPED, a periodic RUNNING ->
+ *    STOPPING; a PENDING one that no handle holds is the fire's to free:
+ *    its own hook removed at once, then the record). Every free removes
+ *    the record's hook first, and a remove waits while its fire is under
+ *    way (hook FIRING).
+ *
  * Properties (assertions):
  *  - no access to a freed record, by the owner (the chain is intact until
  *    walked), the users or the frees (no double free);
@@ -45,7 +64,14 @@
  *  - each one-shot ends exactly once: it ran, was handed back, was
  *    refused, or a cancel said true (exactly one of these);
  *  - at the end every record is freed exactly once, unless it is a
- *    periodic timer back in its wheel (PENDING), which is not freed.
+ *    periodic timer back in its wheel (PENDING), which is not freed;
+ *  - WAITER: when a cancel_wait returns, and when a notify's continuation
+ *    is posted, no run is in progress, and no run starts after; each
+ *    notify is posted exactly once; no waiter sleeps for ever (spin's
+ *    invalid end states);
+ *  - TOKEN: no record is freed with its hook still on the token (or its
+ *    fire under way), no hook is removed twice, and a one-shot the token
+ *    stopped ends by that (the sum above counts it).
  *
  * Mutations (each must make spin find a violation):
  *  MUT_LINK_AFTER     the owner reads a record's link after running or
@@ -60,6 +86,18 @@
  *  MUT_GATHER_HELD    a run's settle gathers its record for the batch's
  *                     free even while the user holds a handle (whose
  *                     release frees a DONE record too)
+ *  MUT_STOPPING_IDLE  (WAITER) a periodic run stopped while RUNNING reads
+ *                     as not in progress (only RUNNING does, as if it
+ *                     were STOPPED): the wait returns while it runs
+ *  MUT_NO_WAKE        (WAITER) the slow settle does not wake the parked:
+ *                     a waiter sleeps for ever
+ *  MUT_NOTIFY_SPLIT   (WAITER) notify looks at the state and files its
+ *                     continuation in two steps (the settle's lock-free
+ *                     CAS between them): the continuation is lost
+ *  MUT_FREE_HOOKED    (TOKEN) a batch frees what it gathered without
+ *                     removing the hooks: the fire touches a freed record
+ *  MUT_FIRE_FREES_HELD (TOKEN) the fire frees a PENDING record even while
+ *                     a handle holds it: freed twice
  *
  * Check (scripts/check_model.sh runs its configurations the same way):
  *   spin -a -DNT=3 -DPER=1 sched_batch.pml
@@ -79,6 +117,12 @@
 #ifndef REFIRE
 #define REFIRE 0
 #endif
+#ifndef WAITER
+#define WAITER 0
+#endif
+#ifndef TOKEN
+#define TOKEN 0
+#endif
 
 #define NIL 255
 
@@ -88,6 +132,13 @@
 #define RUNNING 2
 #define STOPPED 3
 #define DONE 4
+#define STOPPING 5
+
+/* hook states (TOKEN) */
+#define LINKED 0
+#define FIRING 1
+#define FIRED 2
+#define REMOVED 3
 
 byte st[NT];
 bit handle[NT];
@@ -101,8 +152,22 @@ byte finished;        /* ghost: users and firer done */
 byte owners = 1;      /* ghost: batches out (the first, and a re-fire) */
 byte owners_done;     /* ghost: batches whose walk ended */
 byte gathered[NT];    /* the owner (pid + 1) that frees it at its end */
+bit waiters[NT];      /* WAITER: the mark (F_WAITERS) */
+bit inprog[NT];       /* ghost: a run started and not returned */
+bit closed[NT];       /* ghost: a wait said OK or a notify was posted */
+bit filed[NT];        /* a notify on the shard's list */
+bit parked[NT];       /* a cancel_wait asleep on the word */
+byte notified[NT];    /* ghost: continuations posted */
+bit asked[NT];        /* ghost: the user called cancel_notify */
+byte hook[NT];        /* TOKEN: LINKED, FIRING, FIRED, REMOVED */
+bit tok_stopped[NT];  /* ghost: the token stopped a one-shot's run */
 
 #define periodic(r) ((r) == PER)
+#ifndef MUT_STOPPING_IDLE
+#define in_progress(r) (st[r] == RUNNING || st[r] == STOPPING)
+#else
+#define in_progress(r) (st[r] == RUNNING)
+#endif
 
 inline touch(r)
 {
@@ -111,48 +176,127 @@ inline touch(r)
 
 inline do_free(r)
 {
+#if TOKEN
+    assert(hook[r] == REMOVED);
+#endif
     freed[r]++;
     assert(freed[r] == 1)
+}
+
+/* serex__cancel_hook_remove before a free: waits while the fire is under
+ * way (its remove from inside the fire is the fire's own step) */
+inline remove_hook(r)
+{
+#if TOKEN
+    atomic {
+        hook[r] != FIRING ->
+        assert(hook[r] != REMOVED);
+        hook[r] = REMOVED
+    }
+#else
+    skip
+#endif
+}
+
+/* The continuation is posted: no run in progress, none to start. */
+inline post_notify(r)
+{
+    atomic {
+        assert(!inprog[r]);
+        notified[r]++;
+        closed[r] = 1
+    }
 }
 
 /* settle_into: DONE from any state but PENDING; the state it had goes to
  * @old. With no handle the record is ours to free: at once (@later 0:
  * sched_settle), or gathered and freed at the end of the walk (@later 1:
  * settle_flush). */
-inline settle(r, old, later)
+inline settle_done(r, old)
 {
-    atomic {
-        touch(r);
-        old = st[r];
-        assert(old != DONE && old != PENDING);
-        st[r] = DONE;
-        if
-        :: !handle[r] && !later -> do_free(r)
-        :: !handle[r] && later -> gathered[r] = _pid + 1
+    old = st[r];
+    assert(old != DONE && old != PENDING);
+    st[r] = DONE;
+    if
+    :: !handle[r] -> gathered[r] = _pid + 1
 #ifdef MUT_GATHER_HELD
-        :: handle[r] && later -> gathered[r] = _pid + 1
+    :: handle[r] -> gathered[r] = _pid + 1
 #endif
-        :: else -> skip
-        fi
-    }
+    :: else -> skip
+    fi
 }
 
-/* settle_flush: frees what this owner gathered (under the shard lock in
- * C: one step) */
+/* settle_flush: removes the hooks of what this owner gathered (no lock
+ * held: a remove may wait for a fire), then frees them (under the shard
+ * lock in C: one step) */
 inline flush()
 {
+#if TOKEN && !defined(MUT_FREE_HOOKED)
+    k = 0;
+    do
+    :: k < NT ->
+        if
+        :: gathered[k] == _pid + 1 -> remove_hook(k)
+        :: else -> skip
+        fi;
+        k++
+    :: else -> break
+    od;
+#endif
     atomic {
         k = 0;
         do
         :: k < NT ->
             if
-            :: gathered[k] == _pid + 1 -> gathered[k] = 0; do_free(k)
+            :: gathered[k] == _pid + 1 ->
+                gathered[k] = 0;
+#if TOKEN && defined(MUT_FREE_HOOKED)
+                hook[k] = REMOVED; /* freed as if removed: it is not */
+#endif
+                do_free(k)
             :: else -> skip
             fi;
             k++
         :: else -> break
         od
     }
+}
+
+/* settle_into: the CAS to DONE, or, with the mark, settle_waited (under
+ * the lock: DONE, the mark cleared, the filed continuation taken; then
+ * the wake; then the post). The records with no handle are gathered, and
+ * freed by flush (at once for a refused run: @later 0). */
+inline settle(r, old, later)
+{
+    atomic {
+        touch(r);
+        if
+        :: WAITER && waiters[r] -> slow = 1
+        :: else -> slow = 0; settle_done(r, old)
+        fi
+    }
+    if
+    :: slow ->
+        atomic {
+            touch(r);
+            settle_done(r, old);
+            waiters[r] = 0;
+            took = filed[r];
+            filed[r] = 0
+        };
+#ifndef MUT_NO_WAKE
+        parked[r] = 0; /* the wake, by address */
+#endif
+        if
+        :: took -> post_notify(r)
+        :: else -> skip
+        fi
+    :: else -> skip
+    fi;
+    if
+    :: !later -> flush()
+    :: else -> skip
+    fi
 }
 
 /* rearm: back into the wheel if the state is still @from; else false.
@@ -176,12 +320,16 @@ inline run_one(r)
         if
         :: st[r] == QUEUED ->
             st[r] = RUNNING; started = 1;
-            assert(!cancel_true[r]); ran[r]++
+            assert(!cancel_true[r] && !closed[r]); ran[r]++;
+            inprog[r] = WAITER /* without waiters, it returns at once */
         :: else -> started = 0
         fi
     }
     if
     :: started ->
+#if WAITER
+        inprog[r] = 0; /* the task returns: a step of its own */
+#endif
         if
         :: periodic(r) ->
             rearm(r, RUNNING, ok);
@@ -234,7 +382,7 @@ inline refuse_one(r)
 proctype owner(byte first)
 {
     byte r = first, nx, how, old, k;
-    bit started, ok;
+    bit started, ok, slow, took;
 
     if
     :: how = 0 /* the target runs the batch */
@@ -283,49 +431,187 @@ proctype firer()
 }
 #endif
 
-proctype user(byte r)
+/* serex_timer_cancel (one step: a CAS, or PENDING under the lock) */
+inline cancel_step(r)
 {
-    bit done_cancel;
-
-    /* serex_timer_cancel, at any moment or never */
-    if
-    :: true ->
-        do
-        :: atomic {
-               touch(r);
-               if
-               :: st[r] == PENDING -> /* cancel_pending, under the lock */
-                   st[r] = DONE; cancel_true[r] = 1; done_cancel = 1
-               :: st[r] == RUNNING && !periodic(r) -> done_cancel = 1
-               :: (st[r] == QUEUED) || (st[r] == RUNNING && periodic(r)) ->
+    do
+    :: atomic {
+           touch(r);
+           if
+           :: st[r] == PENDING -> /* cancel_pending, under the lock */
+               st[r] = DONE; cancel_true[r] = 1; done_cancel = 1
+           :: st[r] == RUNNING && !periodic(r) -> done_cancel = 1
+           :: (st[r] == QUEUED) || (st[r] == RUNNING && periodic(r)) ->
 #ifndef MUT_CANCEL_FREES
-                   st[r] = STOPPED;
+               if
+               :: st[r] == QUEUED -> st[r] = STOPPED
+               :: else -> st[r] = STOPPING
+               fi;
 #else
-                   if
-                   :: st[r] == QUEUED -> st[r] = DONE
-                   :: else -> st[r] = STOPPED
-                   fi;
+               if
+               :: st[r] == QUEUED -> st[r] = DONE
+               :: else -> st[r] = STOPPING
+               fi;
 #endif
-                   cancel_true[r] = 1; done_cancel = 1
-               :: st[r] == STOPPED || st[r] == DONE -> done_cancel = 1
+               cancel_true[r] = 1; done_cancel = 1
+           :: st[r] == STOPPED || st[r] == DONE || st[r] == STOPPING ->
+               done_cancel = 1
+           fi
+       }
+    :: done_cancel -> break
+    od
+}
+
+#if WAITER
+/* serex_timer_cancel_wait's wait: the look; the mark by CAS; the park
+ * (sleeps only if the word still reads the marked value, wakes only by
+ * the settle's wake) */
+inline wait_step(r)
+{
+    do
+    :: atomic {
+           touch(r);
+           if
+           :: !in_progress(r) ->
+               assert(!inprog[r]); closed[r] = 1; waited = 1
+           :: else -> waiters[r] = 1; expect = st[r]
+           fi
+       };
+       if
+       :: waited -> break
+       :: else ->
+           atomic { /* park_wait64: the re-read under the bucket lock */
+               if
+               :: st[r] == expect && waiters[r] -> parked[r] = 1
+               :: else -> skip
                fi
-           }
-        :: done_cancel -> break
-        od
-    :: true -> skip
-    fi;
-    /* serex_timer_release: free if DONE, else clear HANDLE (one CAS on
-     * the word: the state is read with it) */
+           };
+           parked[r] == 0 /* asleep until woken */
+       fi
+    od
+}
+
+/* serex_timer_cancel_notify's filing, under the shard lock */
+inline notify_step(r)
+{
+    asked[r] = 1;
+#ifndef MUT_NOTIFY_SPLIT
     atomic {
         touch(r);
         if
-        :: st[r] == DONE -> do_free(r)
-        :: else -> skip
+        :: !in_progress(r) -> post_notify(r)
+        :: else -> waiters[r] = 1; filed[r] = 1
+        fi
+    }
+#else
+    atomic { touch(r); expect = in_progress(r) };
+    atomic {
+        if
+        :: !expect -> post_notify(r)
+        :: else -> waiters[r] = 1; filed[r] = 1
+        fi
+    }
+#endif
+}
+#endif
+
+proctype user(byte r)
+{
+    bit done_cancel, waited, will_free;
+    byte expect;
+
+    /* a cancel at any moment (then, with WAITER, maybe a wait or a
+     * notify), or none */
+    if
+    :: true -> cancel_step(r)
+#if WAITER
+    :: true -> cancel_step(r); wait_step(r)
+    :: true -> cancel_step(r); notify_step(r)
+#endif
+    :: true -> skip
+    fi;
+    /* serex_timer_release: free if DONE (its hook off first), else clear
+     * HANDLE (one CAS on the word: the state is read with it) */
+    atomic {
+        touch(r);
+        if
+        :: st[r] == DONE -> will_free = 1
+        :: else -> will_free = 0
         fi;
         handle[r] = 0
-    }
+    };
+    if
+    :: will_free -> remove_hook(r); atomic { touch(r); do_free(r) }
+    :: else -> skip
+    fi;
     finished++
 }
+
+#if TOKEN
+/* The token is cancelled at any moment, or never: its request fires each
+ * hook still on it, in turn (tok_stop under the shard lock; a PENDING
+ * record no handle holds is the fire's: its own hook off at once, then
+ * the free), and marks each fire returned. */
+proctype token()
+{
+    byte r = 0;
+    bit f, mine;
+
+    if
+    :: true ->
+        do
+        :: r < NT ->
+            atomic {
+                if
+                :: hook[r] == LINKED -> hook[r] = FIRING; f = 1
+                :: else -> f = 0
+                fi
+            };
+            if
+            :: f ->
+                atomic {
+                    touch(r);
+                    mine = 0;
+                    if
+                    :: st[r] == PENDING ->
+                        st[r] = DONE;
+#ifndef MUT_FIRE_FREES_HELD
+                        mine = !handle[r]
+#else
+                        mine = 1
+#endif
+                    :: st[r] == QUEUED ->
+                        st[r] = STOPPED;
+                        if
+                        :: !periodic(r) -> tok_stopped[r] = 1
+                        :: else -> skip
+                        fi
+                    :: st[r] == RUNNING && periodic(r) -> st[r] = STOPPING
+                    :: else -> skip
+                    fi
+                };
+                if
+                :: mine ->
+                    hook[r] = REMOVED; /* its own: at once */
+                    atomic { touch(r); do_free(r) }
+                :: else -> skip
+                fi;
+                atomic {
+                    if
+                    :: hook[r] == FIRING -> hook[r] = FIRED
+                    :: else -> skip
+                    fi
+                }
+            :: else -> skip
+            fi;
+            r++
+        :: else -> break
+        od
+    :: true -> skip
+    fi;
+    finished++
+}
+#endif
 
 init
 {
@@ -344,8 +630,11 @@ init
 #if REFIRE
         run firer();
 #endif
+#if TOKEN
+        run token();
+#endif
     }
-    (finished == NT + REFIRE && owners_done == owners);
+    (finished == NT + REFIRE + TOKEN && owners_done == owners);
     /* the end: every process done */
     for (i : 0 .. NT - 1) {
         if
@@ -354,8 +643,10 @@ init
         fi;
         if
         :: !periodic(i) ->
-            assert(ran[i] + handed[i] + rejected[i] + cancel_true[i] == 1) /* ends */
+            assert(ran[i] + handed[i] + rejected[i] + cancel_true[i] +
+                   tok_stopped[i] == 1) /* ends */
         :: else -> assert(ran[i] <= 1 + REFIRE && handed[i] == 0)
-        fi
+        fi;
+        assert(notified[i] == asked[i] && !filed[i])
     }
 }
