@@ -299,39 +299,61 @@ static void waiter_fire(struct serex__cancel_hook *h, int cause)
 
 /* --- the semaphore --- */
 
-static size_t describe_waiters(struct serex__dump *d, const struct list *q)
-{
-    size_t n = 0;
+/* What a dump shows of one waiter, copied under the lock. */
+struct seen {
+    serex_permit_fn fn;
+    const void *target;
+    uint32_t n;
+    bool cancelled;
+};
 
-    serex__dump_array_begin(d, "waiters");
-    for (const struct waiter *w = q->head; w != NULL; w = w->next, n++) {
-        if (n >= SEREX__DUMP_LIST_MAX)
-            continue;
-        serex__dump_object_begin(d, NULL);
-        serex__dump_u64(d, "n", w->n);
-        /* only printed, never called through this type */
-        serex__dump_fn(d, "fn", (serex_fn)(void (*)(void))w->fn);
-        serex__dump_ptr(d, "target", w->target);
-        serex__dump_bool(d, "cancelled", waiter_cancelled(w));
-        serex__dump_object_end(d);
+/* A look at the semaphore, taken under the lock and written after it:
+ * the dump's writers may allocate, never under a spinlock. */
+struct look {
+    uint64_t avail;
+    size_t waiting, listed;
+    bool closed;
+    struct seen first[SEREX__DUMP_LIST_MAX];
+};
+
+static void sem_look(serex_semaphore *s, struct look *l)
+{
+    serex__spin_lock(&s->lock);
+    l->avail = sem_avail(s);
+    /* relaxed: under the lock that orders its store */
+    l->closed = atomic_load_explicit(&s->closed, memory_order_relaxed);
+    l->waiting = l->listed = 0;
+    for (const struct waiter *w = s->queue.head; w != NULL; w = w->next) {
+        if (l->listed < SEREX__DUMP_LIST_MAX)
+            l->first[l->listed++] = (struct seen){w->fn, w->target, w->n,
+                                                  waiter_cancelled(w)};
+        l->waiting++;
     }
-    serex__dump_array_end(d);
-    return n;
+    serex__spin_unlock(&s->lock);
 }
 
-/* serex_dump: the permits and who waits (under the lock, briefly). */
+/* serex_dump: the permits and who waits (a look under the lock). */
 static void sem_describe(struct serex__reg *r, struct serex__dump *d)
 {
     serex_semaphore *s = (serex_semaphore *)(uintptr_t)r->obj;
+    struct look l;
 
-    serex__spin_lock(&s->lock);
+    sem_look(s, &l);
     serex__dump_u64(d, "permits", s->max);
-    serex__dump_u64(d, "available", sem_avail(s));
-    /* relaxed: under the lock that orders its store */
-    serex__dump_bool(d, "closed",
-                     atomic_load_explicit(&s->closed, memory_order_relaxed));
-    serex__dump_u64(d, "waiting", describe_waiters(d, &s->queue));
-    serex__spin_unlock(&s->lock);
+    serex__dump_u64(d, "available", l.avail);
+    serex__dump_bool(d, "closed", l.closed);
+    serex__dump_array_begin(d, "waiters");
+    for (size_t i = 0; i < l.listed; i++) {
+        serex__dump_object_begin(d, NULL);
+        serex__dump_u64(d, "n", l.first[i].n);
+        /* only printed, never called through this type */
+        serex__dump_fn(d, "fn", (serex_fn)(void (*)(void))l.first[i].fn);
+        serex__dump_ptr(d, "target", l.first[i].target);
+        serex__dump_bool(d, "cancelled", l.first[i].cancelled);
+        serex__dump_object_end(d);
+    }
+    serex__dump_array_end(d);
+    serex__dump_u64(d, "waiting", l.waiting);
 }
 
 static const struct serex__reg_class sem_reg = {"semaphore", sem_describe};

@@ -12,6 +12,8 @@
 #include "test_util.h"
 
 #include <stdatomic.h>
+#include <stdio.h>  /* tmpfile: serex_dump's output */
+#include <string.h> /* strstr */
 
 #include "thread_internal.h" /* serex__thread_start: the stress threads */
 
@@ -667,6 +669,64 @@ static void semaphore_closed_acquire_with_token_is_rejected(void **state)
     serex_cancel_release(c);
 }
 
+/* --- what the lock covers --- */
+
+/*
+ * Nothing allocates under the semaphore's spinlock (a preempted holder
+ * would make every spinner wait on the allocator's lock): Debug builds
+ * count the allocations made under a serex spinlock.
+ */
+static void semaphore_allocates_under_no_spinlock(void **state)
+{
+    struct fixture *f = *state;
+    serex_cancel *c = token();
+
+#ifdef NDEBUG
+    skip(); /* the count is kept in Debug builds only */
+#endif
+    (void)serex__alloc_spin_count();
+    make(f, 2);
+    assert_int_equal(acq(f, 0, 2, NULL, NULL), SEREX_OK); /* at once */
+    assert_int_equal(acq(f, 1, 1, NULL, c), SEREX_OK);    /* parks */
+    assert_int_equal(acq(f, 2, 2, NULL, NULL), SEREX_OK); /* parks */
+    assert_true(serex_cancel_request(c, 0));
+    serex_semaphore_release(f->s, 2);
+    test_run_all(f->m);
+    serex_semaphore_release(f->s, 2);
+    assert_int_equal(acq(f, 3, 1, NULL, NULL), SEREX_OK);
+    serex_semaphore_close(f->s);
+    test_run_all(f->m);
+    serex_semaphore_release(f->s, 1);
+    serex_cancel_release(c);
+    assert_int_equal(serex__alloc_spin_count(), 0);
+}
+
+/* serex_dump lists the semaphore: its permits and who waits. */
+static void semaphore_dump_shows_permits_and_waiters(void **state)
+{
+    struct fixture *f = *state;
+    FILE *out = tmpfile();
+    char text[65536];
+    size_t len;
+
+    assert_non_null(out);
+    make(f, 3);
+    assert_true(serex_semaphore_try_acquire(f->s, 2));
+    assert_int_equal(acq(f, 0, 3, NULL, NULL), SEREX_OK); /* parks */
+    assert_int_equal(serex_dump(out, 0), SEREX_OK);
+    rewind(out);
+    len = fread(text, 1, sizeof text - 1, out);
+    text[len] = '\0';
+    fclose(out);
+    assert_non_null(strstr(text, "\"kind\":\"semaphore\""));
+    assert_non_null(strstr(text, "\"permits\":3"));
+    assert_non_null(strstr(text, "\"available\":1"));
+    assert_non_null(strstr(text, "\"waiting\":1"));
+    serex_semaphore_release(f->s, 2); /* granted: fn releases nothing */
+    assert_true(serex_manual_run_one(f->m));
+    serex_semaphore_release(f->s, 3);
+}
+
 /* --- a stress run on several threads --- */
 
 #define STRESS_THREADS 4
@@ -845,6 +905,8 @@ int main(void)
         T(semaphore_dropped_continuation_runs_where_dropped),
         T(semaphore_close_rejects_waiters_and_later_acquires),
         T(semaphore_closed_acquire_with_token_is_rejected),
+        T(semaphore_allocates_under_no_spinlock),
+        T(semaphore_dump_shows_permits_and_waiters),
         T(semaphore_stress_cap_holds_and_each_runs_once),
     };
 
