@@ -80,9 +80,10 @@
 
 enum { W_INIT = 1, W_WAITING = 2, W_TAKEN = 3 }; /* or < 0: the cause */
 
-struct waiter {
-    struct serex__op op;        /* posted to its target as this op */
-    struct waiter *next, *prev; /* the FIFO (under lock), then a post list */
+struct sem_waiter {
+    struct serex__op op; /* posted to its target as this op */
+    /* the FIFO (under lock), then a list of posts */
+    struct sem_waiter *next, *prev;
     serex_semaphore *sem;
     serex_executor *target;
     serex_permit_fn fn;
@@ -94,10 +95,10 @@ struct waiter {
     uint32_t n;
 };
 
-_Static_assert(sizeof(struct waiter) <= 128, "a waiter fits class 128");
+_Static_assert(sizeof(struct sem_waiter) <= 128, "a waiter fits class 128");
 
-struct list {
-    struct waiter *head, *tail;
+struct sem_list {
+    struct sem_waiter *head, *tail;
 };
 
 struct serex_semaphore {
@@ -107,13 +108,13 @@ struct serex_semaphore {
     /* written under lock; read without it only as an early refusal */
     _Atomic bool closed;
     uint64_t max;          /* never changes */
-    struct list queue;     /* under lock: parked waiters, oldest first */
+    struct sem_list queue; /* under lock: parked waiters, oldest first */
     struct serex__reg reg; /* serex_dump's list */
 };
 
 /* --- lists --- */
 
-static void list_push(struct list *l, struct waiter *w)
+static void sem_list_push(struct sem_list *l, struct sem_waiter *w)
 {
     w->next = NULL;
     w->prev = l->tail;
@@ -124,7 +125,7 @@ static void list_push(struct list *l, struct waiter *w)
     l->tail = w;
 }
 
-static void list_unlink(struct list *l, struct waiter *w)
+static void sem_list_unlink(struct sem_list *l, struct sem_waiter *w)
 {
     if (w->prev != NULL)
         w->prev->next = w->next;
@@ -146,7 +147,7 @@ static void list_unlink(struct list *l, struct waiter *w)
  * the request took that lock), by the semaphore's lock (the links), and
  * by the post (status, for the run).
  */
-static bool waiter_take(struct waiter *w, int from)
+static bool sem_waiter_take(struct sem_waiter *w, int from)
 {
     int expected = from;
 
@@ -156,16 +157,16 @@ static bool waiter_take(struct waiter *w, int from)
 }
 
 /* A fire is passing: @w is cancelled but still linked (see the essay). */
-static bool waiter_cancelled(const struct waiter *w)
+static bool sem_waiter_cancelled(const struct sem_waiter *w)
 {
-    /* relaxed: a hint under the lock; waiter_take's CAS decides */
-    return atomic_load_explicit(&((struct waiter *)(uintptr_t)w)->state,
+    /* relaxed: a hint under the lock; sem_waiter_take's CAS decides */
+    return atomic_load_explicit(&((struct sem_waiter *)(uintptr_t)w)->state,
                                 memory_order_relaxed) < 0;
 }
 
-static void waiter_run(struct serex__op *op)
+static void sem_waiter_run(struct serex__op *op)
 {
-    struct waiter *w = serex__container_of(op, struct waiter, op);
+    struct sem_waiter *w = serex__container_of(op, struct sem_waiter, op);
     serex_permit_fn fn = w->fn;
     void *arg = w->arg;
     int status = w->status;
@@ -179,36 +180,36 @@ static void waiter_run(struct serex__op *op)
 }
 
 /* Taken back or dropped by its target: it runs here (promise 2a). */
-static void waiter_dropped(struct serex__op *op, serex_pending_fn on_pending,
-                           void *ctx)
+static void sem_waiter_dropped(struct serex__op *op,
+                               serex_pending_fn on_pending, void *ctx)
 {
     (void)on_pending;
     (void)ctx;
-    waiter_run(op);
+    sem_waiter_run(op);
 }
 
-static const struct serex__op_class waiter_class = {
+static const struct serex__op_class sem_waiter_class = {
     "semaphore continuation",
-    waiter_run,
-    waiter_dropped,
+    sem_waiter_run,
+    sem_waiter_dropped,
 };
 
 /* Posts a completed waiter; refused, it runs here (promise 2a). */
-static void waiter_post(struct waiter *w)
+static void sem_waiter_post(struct sem_waiter *w)
 {
     if (serex__op_submit(w->target, &w->op) != SEREX_OK)
-        waiter_run(&w->op);
+        sem_waiter_run(&w->op);
 }
 
 /* Posts a list of completed waiters, in order; outside the lock. */
-static void post_all(struct list *posts)
+static void sem_post_all(struct sem_list *posts)
 {
-    struct waiter *w = posts->head;
+    struct sem_waiter *w = posts->head;
 
     while (w != NULL) {
-        struct waiter *next = w->next; /* w may be gone once posted */
+        struct sem_waiter *next = w->next; /* w may be gone once posted */
 
-        waiter_post(w);
+        sem_waiter_post(w);
         w = next;
     }
 }
@@ -216,11 +217,11 @@ static void post_all(struct list *posts)
 /* --- the queue --- */
 
 /* The oldest waiter not being cancelled, or NULL; under the lock. */
-static struct waiter *sem_first_live(const serex_semaphore *s)
+static struct sem_waiter *sem_first_live(const serex_semaphore *s)
 {
-    struct waiter *w = s->queue.head;
+    struct sem_waiter *w = s->queue.head;
 
-    while (w != NULL && waiter_cancelled(w))
+    while (w != NULL && sem_waiter_cancelled(w))
         w = w->next;
     return w;
 }
@@ -242,22 +243,22 @@ static void sem_set_avail(serex_semaphore *s, uint64_t v)
  * order; under the lock. A cancelled waiter holds no place: it is passed
  * over (its fire unlinks it). Restores the invariant of the essay.
  */
-static void sem_grant_locked(serex_semaphore *s, struct list *posts)
+static void sem_grant_locked(serex_semaphore *s, struct sem_list *posts)
 {
     uint64_t avail = sem_avail(s);
-    struct waiter *w = s->queue.head;
+    struct sem_waiter *w = s->queue.head;
 
     while (w != NULL) {
-        struct waiter *next = w->next;
+        struct sem_waiter *next = w->next;
 
-        if (!waiter_cancelled(w)) {
+        if (!sem_waiter_cancelled(w)) {
             if (w->n > avail)
                 break; /* FIFO: nobody overtakes the first live one */
-            if (waiter_take(w, W_WAITING)) {
+            if (sem_waiter_take(w, W_WAITING)) {
                 avail -= w->n;
                 w->status = SEREX_OK;
-                list_unlink(&s->queue, w);
-                list_push(posts, w);
+                sem_list_unlink(&s->queue, w);
+                sem_list_push(posts, w);
             }
         }
         w = next;
@@ -266,26 +267,26 @@ static void sem_grant_locked(serex_semaphore *s, struct list *posts)
 }
 
 /* The token's fire (the essay: fire wins, or loses). */
-static void waiter_fire(struct serex__cancel_hook *h, int cause)
+static void sem_waiter_fire(struct serex__cancel_hook *h, int cause)
 {
-    struct waiter *w = serex__container_of(h, struct waiter, hook);
-    struct list posts = {NULL, NULL};
+    struct sem_waiter *w = serex__container_of(h, struct sem_waiter, hook);
+    struct sem_list posts = {NULL, NULL};
     serex_semaphore *s;
-    /* relaxed: a first guess for the CAS, which decides (see waiter_take) */
+    /* relaxed: a first guess for the CAS, which decides (sem_waiter_take) */
     int was = atomic_load_explicit(&w->state, memory_order_relaxed);
 
     SEREX_ASSERT(cause < 0);
     do {
         if (was != W_INIT && was != W_WAITING)
             return; /* completed already: touch nothing more */
-        /* relaxed: as waiter_take */
+        /* relaxed: as sem_waiter_take */
     } while (!atomic_compare_exchange_weak_explicit(
         &w->state, &was, cause, memory_order_relaxed, memory_order_relaxed));
     if (was == W_INIT)
         return; /* acquire has not queued it: it posts it (the essay) */
     s = w->sem;
     serex__spin_lock(&s->lock);
-    list_unlink(&s->queue, w);
+    sem_list_unlink(&s->queue, w);
     sem_grant_locked(s, &posts); /* it may have held them back */
     serex__spin_unlock(&s->lock);
     /* the record is ours alone now: its remove, from inside this fire,
@@ -293,8 +294,8 @@ static void waiter_fire(struct serex__cancel_hook *h, int cause)
     (void)serex__cancel_hook_remove(w->token, h);
     w->token = NULL;
     w->status = cause;
-    post_all(&posts);
-    waiter_post(w);
+    sem_post_all(&posts);
+    sem_waiter_post(w);
 }
 
 /* --- the semaphore --- */
@@ -323,10 +324,10 @@ static void sem_look(serex_semaphore *s, struct look *l)
     /* relaxed: under the lock that orders its store */
     l->closed = atomic_load_explicit(&s->closed, memory_order_relaxed);
     l->waiting = l->listed = 0;
-    for (const struct waiter *w = s->queue.head; w != NULL; w = w->next) {
+    for (const struct sem_waiter *w = s->queue.head; w != NULL; w = w->next) {
         if (l->listed < SEREX__DUMP_LIST_MAX)
             l->first[l->listed++] = (struct seen){w->fn, w->target, w->n,
-                                                  waiter_cancelled(w)};
+                                                  sem_waiter_cancelled(w)};
         l->waiting++;
     }
     serex__spin_unlock(&s->lock);
@@ -386,7 +387,7 @@ enum entry { ENTRY_PARKED, ENTRY_POST, ENTRY_CLOSED };
  * free and no live waiter is parked, else parks it; or finds it cancelled
  * by its fire already, or the semaphore closed.
  */
-static enum entry sem_enter_locked(serex_semaphore *s, struct waiter *w)
+static enum entry sem_enter_locked(serex_semaphore *s, struct sem_waiter *w)
 {
     uint64_t avail = sem_avail(s);
     int was = W_INIT;
@@ -395,18 +396,18 @@ static enum entry sem_enter_locked(serex_semaphore *s, struct waiter *w)
     if (atomic_load_explicit(&s->closed, memory_order_relaxed))
         return ENTRY_CLOSED;
     if (sem_first_live(s) == NULL && w->n <= avail) {
-        if (!waiter_take(w, W_INIT))
+        if (!sem_waiter_take(w, W_INIT))
             goto cancelled;
         sem_set_avail(s, avail - w->n);
         w->status = SEREX_OK;
         return ENTRY_POST;
     }
-    /* relaxed: as waiter_take */
+    /* relaxed: as sem_waiter_take */
     if (!atomic_compare_exchange_strong_explicit(&w->state, &was, W_WAITING,
                                                  memory_order_relaxed,
                                                  memory_order_relaxed))
         goto cancelled;
-    list_push(&s->queue, w);
+    sem_list_push(&s->queue, w);
     return ENTRY_PARKED;
 cancelled:
     /* relaxed: the fire's CAS wrote the cause into the word itself */
@@ -414,22 +415,22 @@ cancelled:
     return ENTRY_POST;
 }
 
-static struct waiter *waiter_new(serex_semaphore *s, uint32_t n,
-                                 serex_executor *target, serex_permit_fn fn,
-                                 void *arg)
+static struct sem_waiter *sem_waiter_new(serex_semaphore *s, uint32_t n,
+                                         serex_executor *target,
+                                         serex_permit_fn fn, void *arg)
 {
-    struct waiter *w = serex__cache_alloc(SEREX__CLASS_128);
+    struct sem_waiter *w = serex__cache_alloc(SEREX__CLASS_128);
 
     if (w == NULL)
         return NULL;
-    w->op.cls = &waiter_class;
+    w->op.cls = &sem_waiter_class;
     w->next = w->prev = NULL;
     w->sem = s;
     w->target = target;
     w->fn = fn;
     w->arg = arg;
     w->token = NULL;
-    w->hook.fire = waiter_fire;
+    w->hook.fire = sem_waiter_fire;
     atomic_init(&w->state, W_INIT);
     w->status = SEREX_OK;
     w->n = n;
@@ -440,7 +441,7 @@ int serex_semaphore_acquire(serex_semaphore *s, uint32_t n,
                             serex_executor *target, serex_permit_fn fn,
                             void *arg, serex_cancel *token)
 {
-    struct waiter *w;
+    struct sem_waiter *w;
     enum entry e;
 
     if (s == NULL || target == NULL || target->ops == NULL || fn == NULL ||
@@ -449,7 +450,7 @@ int serex_semaphore_acquire(serex_semaphore *s, uint32_t n,
     /* relaxed: closed never goes back; the check under the lock decides */
     if (atomic_load_explicit(&s->closed, memory_order_relaxed))
         return SEREX_EREJECTED;
-    w = waiter_new(s, n, target, fn, arg);
+    w = sem_waiter_new(s, n, target, fn, arg);
     if (w == NULL)
         return SEREX_ENOMEM;
     if (token != NULL) {
@@ -457,7 +458,7 @@ int serex_semaphore_acquire(serex_semaphore *s, uint32_t n,
 
         if (cause != 0) { /* cancelled already: no hook, posted at once */
             w->status = cause;
-            waiter_post(w);
+            sem_waiter_post(w);
             return SEREX_OK;
         }
         w->token = token;
@@ -466,7 +467,7 @@ int serex_semaphore_acquire(serex_semaphore *s, uint32_t n,
     e = sem_enter_locked(s, w);
     serex__spin_unlock(&s->lock);
     if (e == ENTRY_POST) {
-        waiter_post(w);
+        sem_waiter_post(w);
     } else if (e == ENTRY_CLOSED) { /* never queued: undo, nothing ran */
         if (w->token != NULL)
             (void)serex__cancel_hook_remove(w->token, &w->hook);
@@ -497,7 +498,7 @@ bool serex_semaphore_try_acquire(serex_semaphore *s, uint32_t n)
 
 void serex_semaphore_release(serex_semaphore *s, uint32_t n)
 {
-    struct list posts = {NULL, NULL};
+    struct sem_list posts = {NULL, NULL};
     uint64_t avail;
 
     if (s == NULL || n == 0)
@@ -510,7 +511,7 @@ void serex_semaphore_release(serex_semaphore *s, uint32_t n)
     sem_set_avail(s, avail + n);
     sem_grant_locked(s, &posts);
     serex__spin_unlock(&s->lock);
-    post_all(&posts); /* s may be gone once the first is posted */
+    sem_post_all(&posts); /* s may be gone once the first is posted */
 }
 
 uint64_t serex_semaphore_available(const serex_semaphore *s)
@@ -520,8 +521,8 @@ uint64_t serex_semaphore_available(const serex_semaphore *s)
 
 void serex_semaphore_close(serex_semaphore *s)
 {
-    struct list posts = {NULL, NULL};
-    struct waiter *w;
+    struct sem_list posts = {NULL, NULL};
+    struct sem_waiter *w;
 
     if (s == NULL)
         return;
@@ -530,18 +531,18 @@ void serex_semaphore_close(serex_semaphore *s)
     atomic_store_explicit(&s->closed, true, memory_order_relaxed);
     w = s->queue.head;
     while (w != NULL) {
-        struct waiter *next = w->next;
+        struct sem_waiter *next = w->next;
 
         /* a cancelled one is left to its fire, which unlinks it */
-        if (waiter_take(w, W_WAITING)) {
+        if (sem_waiter_take(w, W_WAITING)) {
             w->status = SEREX_EREJECTED;
-            list_unlink(&s->queue, w);
-            list_push(&posts, w);
+            sem_list_unlink(&s->queue, w);
+            sem_list_push(&posts, w);
         }
         w = next;
     }
     serex__spin_unlock(&s->lock);
-    post_all(&posts);
+    sem_post_all(&posts);
 }
 
 void serex_semaphore_destroy(serex_semaphore *s)

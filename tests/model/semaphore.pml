@@ -230,7 +230,7 @@ inline hook_remove(hw, hme)
     (running != hw || hme == hw) /* else: wait for its fire to return */
 }
 
-/* waiter_run: remove the hook (if owed), free the record, call fn */
+/* sem_waiter_run: remove the hook (if owed), free the record, call fn */
 inline do_run(rw, rme)
 {
     assert(!rec_freed[rw] && rec_made[rw]);
@@ -260,7 +260,7 @@ proctype runner(byte w)
     do_run(w, NONE)
 }
 
-/* waiter_post: its target runs it later, or refuses it and it runs here
+/* sem_waiter_post: its target runs it later, or refuses it and it runs here
  * (with REFUSE; inside a fire always possible: the case where remove
  * must not wait for itself) */
 inline post(pw, pme)
@@ -290,7 +290,7 @@ inline post_all(pposts, pame, pi)
     pposts = 0
 }
 
-/* waiter_fire(fw), on the canceller's thread */
+/* sem_waiter_fire(fw), on the canceller's thread */
 inline fire(fw, fold, fposts, fx)
 {
     atomic { /* the CAS: reads the record */
