@@ -301,7 +301,7 @@ static void sem_waiter_fire(struct serex__cancel_hook *h, int cause)
 /* --- the semaphore --- */
 
 /* What a dump shows of one waiter, copied under the lock. */
-struct seen {
+struct sem_seen {
     serex_permit_fn fn;
     const void *target;
     uint32_t n;
@@ -310,14 +310,14 @@ struct seen {
 
 /* A look at the semaphore, taken under the lock and written after it:
  * the dump's writers may allocate, never under a spinlock. */
-struct look {
+struct sem_view {
     uint64_t avail;
     size_t waiting, listed;
     bool closed;
-    struct seen first[SEREX__DUMP_LIST_MAX];
+    struct sem_seen first[SEREX__DUMP_LIST_MAX];
 };
 
-static void sem_look(serex_semaphore *s, struct look *l)
+static void sem_look(serex_semaphore *s, struct sem_view *l)
 {
     serex__spin_lock(&s->lock);
     l->avail = sem_avail(s);
@@ -326,8 +326,8 @@ static void sem_look(serex_semaphore *s, struct look *l)
     l->waiting = l->listed = 0;
     for (const struct sem_waiter *w = s->queue.head; w != NULL; w = w->next) {
         if (l->listed < SEREX__DUMP_LIST_MAX)
-            l->first[l->listed++] = (struct seen){w->fn, w->target, w->n,
-                                                  sem_waiter_cancelled(w)};
+            l->first[l->listed++] = (struct sem_seen){w->fn, w->target, w->n,
+                                                      sem_waiter_cancelled(w)};
         l->waiting++;
     }
     serex__spin_unlock(&s->lock);
@@ -337,7 +337,7 @@ static void sem_look(serex_semaphore *s, struct look *l)
 static void sem_describe(struct serex__reg *r, struct serex__dump *d)
 {
     serex_semaphore *s = (serex_semaphore *)(uintptr_t)r->obj;
-    struct look l;
+    struct sem_view l;
 
     sem_look(s, &l);
     serex__dump_u64(d, "permits", s->max);
