@@ -49,6 +49,7 @@ components  event       event.c event_internal.h latch.c
 components  manual      manual.c manual_internal.h
 components  group       group.c group_internal.h
 components  limiter     limiter.c limiter_internal.h
+components  semaphore   semaphore.c semaphore_internal.h
 components  deadline    deadline.c
 '
 # The one layer that may use the OS, and the layer whose units are private.

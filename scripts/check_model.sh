@@ -188,6 +188,16 @@ configs=(
     "mut-limiter-shed-last;assertion violated \\(+\\(+Q==0;safety;-DNPROD=2 -DNTASK=2 -DCAP0=3 -DCAP1=1 -DMUT_SHED_LAST;limiter_cap.pml"
     "mut-limiter-no-peak;assertion violated \\(running<=cap;safety;-DNPROD=2 -DNTASK=2 -DCAP0=1 -DCAP1=3 -DCAP2=1 -DMUT_NO_PEAK;limiter_cap.pml"
     "mut-limiter-cap-unlocked;assertion violated \\(running<=cap;safety;-DNPROD=2 -DNTASK=2 -DCAP0=3 -DCAP1=1 -DMUT_CAP_UNLOCKED;limiter_cap.pml"
+    "sem-2w-cancel;pass;safety;-DNW=2;semaphore.pml"
+    "sem-2w-close-refuse;pass;safety;-DNW=2 -DCLOSE=1 -DREFUSE=1 -DTOKMASK=3;semaphore.pml"
+    "sem-3w-cancel;pass;safety;-DNW=3;semaphore.pml"
+    "sem-3w-free-close-refuse;pass;safety;-DNW=3 -DHOLD=0 -DTOKMASK=1 -DCLOSE=1 -DREFUSE=1;semaphore.pml"
+    "sem-3w-close;pass;safety;-DNW=3 -DHOLD=1 -DTOKMASK=3 -DCLOSE=1 -DCANCEL=0;semaphore.pml"
+    "mut-sem-no-recheck;assertion violated \\(+first==;safety;-DNW=3 -DHOLD=0 -DTOKMASK=1 -DMUT_NO_RECHECK;semaphore.pml"
+    "mut-sem-fire-locks-first;assertion violated +!\\(sem_freed\\)$;safety;-DNW=2 -DMUT_FIRE_LOCKS_FIRST;semaphore.pml"
+    "mut-sem-run-no-remove;assertion violated \\(+adds;safety;-DNW=2 -DMUT_RUN_NO_REMOVE;semaphore.pml"
+    "mut-sem-park-by-store;assertion violated \\(completers;safety;-DNW=2 -DMUT_PARK_BY_STORE;semaphore.pml"
+    "mut-sem-destroy-no-wait;assertion violated \\( !\\(sem_freed\\)&&linked;safety;-DNW=2 -DMUT_DESTROY_NO_WAIT;semaphore.pml"
 )
 
 ensure_spin() {
@@ -208,7 +218,7 @@ ensure_spin
 cc=${CC:-$(command -v gcc || echo cc)}
 command -v "$cc" >/dev/null 2>&1 ||
     { echo "check_model.sh: no C compiler ('$cc')" >&2; exit 2; }
-for m in serial_drain.pml pool_park.pml pool_park_slot.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml trace_ring.pml registry_pin.pml limiter_cap.pml; do
+for m in serial_drain.pml pool_park.pml pool_park_slot.pml pool_threads.pml life.pml pool_runq.pml sched_batch.pml trace_ring.pml registry_pin.pml limiter_cap.pml semaphore.pml; do
     [ -r "$models/$m" ] || { echo "check_model.sh: $models/$m is missing" >&2; exit 2; }
 done
 

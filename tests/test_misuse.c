@@ -2,8 +2,10 @@
 /*
  * test_misuse.c - misuse that no status code can report stops the program
  * with a message naming the call (promise 8, docs/contract.md): a future
- * or a timer handle released twice, or used after its release. Each case
- * runs in a forked child (a death test): the child must die by SIGABRT
+ * or a timer handle released twice, or used after its release; a
+ * semaphore given back more permits than it lent, or destroyed with a
+ * continuation waiting. Each case runs in a forked child (a death
+ * test): the child must die by SIGABRT
  * and say what went wrong on stderr. On Windows, which has no fork, the
  * child is this program run again (CreateProcess) with --misuse N, and
  * abort() shows as exit code 3. In an ASan build a block already
@@ -289,6 +291,36 @@ static void blocking_region_left_open(void)
     serex_await_termination(pool, 20 * SEC); /* the worker aborts first */
 }
 
+/* A semaphore of 2 given back 3 (one more than was ever taken). */
+static void semaphore_release_too_many(void)
+{
+    serex_semaphore *s;
+
+    serex_semaphore_create(2, &s);
+    serex_semaphore_try_acquire(s, 1);
+    serex_semaphore_release(s, 1);
+    serex_semaphore_release(s, 1);
+}
+
+static void permit_ignored(void *arg, int status)
+{
+    (void)arg;
+    (void)status;
+}
+
+/* Destroyed while an acquire waits (no lock but the semaphore's spin). */
+static void semaphore_destroy_with_waiter(void)
+{
+    serex_executor *man;
+    serex_semaphore *s;
+
+    serex_manual_create(&man);
+    serex_semaphore_create(1, &s);
+    serex_semaphore_try_acquire(s, 1);
+    serex_semaphore_acquire(s, 1, man, permit_ignored, NULL, NULL);
+    serex_semaphore_destroy(s);
+}
+
 /* SEREX_ASSERT_ON outside any task of the executor. */
 static void assert_on_outside(void)
 {
@@ -387,6 +419,17 @@ static void blocking_region_left_open_stops(void **state)
                 "its blocking region");
 }
 
+static void semaphore_misused(void **state)
+{
+    (void)state;
+    assert_dies(semaphore_release_too_many,
+                "serex: serex_semaphore_release: more permits released than "
+                "were acquired");
+    assert_dies(semaphore_destroy_with_waiter,
+                "serex: serex_semaphore_destroy: a continuation still waits "
+                "for permits");
+}
+
 /* The checks do not fire on correct use: one release each, then gone. */
 static void correct_use_is_quiet(void **state)
 {
@@ -428,6 +471,8 @@ static void (*const misuses[])(void) = {
     timer_cancel_wait_after_release,
     timer_cancel_notify_after_release,
     blocking_region_left_open,
+    semaphore_release_too_many,
+    semaphore_destroy_with_waiter,
 };
 #  define NMISUSES ((int)(sizeof misuses / sizeof misuses[0]))
 
@@ -451,6 +496,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(cancel_released_twice),
         cmocka_unit_test(correct_use_is_quiet),
         cmocka_unit_test(assert_on_fails),
+        cmocka_unit_test(semaphore_misused),
     };
 
 #if defined(_WIN32)

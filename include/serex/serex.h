@@ -26,6 +26,7 @@
 #include "scheduler.h" /* timers onto any executor */
 #include "group.h"     /* task groups: wait or be told when all are done */
 #include "limiter.h"   /* at most N tasks at once on any executor */
+#include "semaphore.h" /* asynchronous permits: bound operations in flight */
 #include "metrics.h"   /* histograms of waits and runs, per executor */
 #include "trace.h"     /* the flight recorder: Chrome trace JSON */
 #include "dump.h"      /* every live object, as JSON */
