@@ -82,10 +82,12 @@ static void fetch_end(void *arg)
     serex_semaphore_release(rq->permits, 1); /* the next fetch may go */
     if (rc == 0)
         atomic_fetch_add(&rq->fetched, 1);
-    else if (rc == ERR_FETCH)
-        serex_group_fail(rq->g, rc); /* fail-fast: cancels the rest */
+    else if (serex_cancel_requested(serex_group_token(rq->g)))
+        /* stopped by the first error or the deadline (the group's token
+         * carries it as its cause, so the code alone does not tell) */
+        atomic_fetch_add(&rq->cancelled, 1);
     else
-        atomic_fetch_add(&rq->cancelled, 1); /* the token's cause */
+        serex_group_fail(rq->g, rc); /* the first: cancels the rest */
     /* A run of io_done may still be returning: free f once it has. */
     if (f->io == NULL)
         fetch_free(f);
@@ -111,7 +113,8 @@ static void on_permit(void *arg, int status)
     }
     n = atomic_fetch_add(&rq->in_flight, 1) + 1;
     max = atomic_load(&rq->max_in_flight);
-    while (n > max && !atomic_compare_exchange_weak(&rq->max_in_flight, &max, n))
+    while (n > max &&
+           !atomic_compare_exchange_weak(&rq->max_in_flight, &max, n))
         ;
     check(serex_promise_create(&f->done), "promise");
     /* The I/O obeys the group's token: cancelled, it never runs. */
@@ -130,8 +133,8 @@ static int crawl(serex_executor *pool, serex_scheduler *sched, int fail_at,
     serex_group_config gc = {.flags = SEREX_GROUP_FAIL_FAST};
     int rc;
 
-    *rq = (struct request){.pool = pool, .sched = sched,
-                           .fail_at = fail_at, .hang_at = hang_at};
+    *rq = (struct request){
+        .pool = pool, .sched = sched, .fail_at = fail_at, .hang_at = hang_at};
     check(serex_cancel_create(NULL, &req), "token");
     check(serex_cancel_deadline(req, sched, deadline), "deadline");
     gc.parent = req;
@@ -172,8 +175,8 @@ static void race_mirrors(serex_scheduler *sched, serex_executor *pool)
 
     for (int i = 0; i < 3; i++) {
         check(serex_promise_create(&m[i]), "mirror");
-        check(serex_schedule(sched, pool, SEREX_MS(3 - i), mirror_answers,
-                             m[i], &t[i]),
+        check(serex_schedule(sched, pool, SEREX_MS(3 - i), mirror_answers, m[i],
+                             &t[i]),
               "mirror timer");
     }
     check(serex_future_any(m, 3, SEREX_FUTURE_CANCEL_REST, &first), "any");
