@@ -29,8 +29,10 @@
  *    second sees a cause and returns false at once. It does not wait for
  *    the first one's fires (C++'s request_stop neither).
  * Memory: every linked hook holds a reference (add to remove), each child
- * holds one on its parent, the caller's handle is one (a bit), and a
- * request holds one while it fires (a fire may drop the last other one).
+ * holds one on its parent, each registration one until it is freed (its
+ * callback may read the token's cause after the handle was released),
+ * the caller's handle is one (a bit), and a request holds one while it
+ * fires (a fire may drop the last other one).
  * Whoever takes `refs` to 0 frees the token; a child freed removes its
  * hook from its parent first.
  * Order: the cause is stored with release and read with acquire
@@ -343,6 +345,14 @@ struct serex_cancel_reg {
 
 static SEREX__THREAD_LOCAL const serex_cancel_reg *reg_running;
 
+/* Frees @r and drops its hold on the token (fn may read the token's
+ * cause until then, even if the token's handle was released). */
+static void reg_free(serex_cancel_reg *r)
+{
+    serex__cancel_unref(r->c);
+    serex__free(r);
+}
+
 static const struct serex__op_class reg_class;
 
 /* Runs fn (on the target, or where it was refused or dropped). */
@@ -360,7 +370,7 @@ static void reg_run(struct serex__op *op)
      * unregister's REG_UNREG before our free */
     old = atomic_exchange_explicit(&r->state, REG_DONE, memory_order_acq_rel);
     if (old & REG_UNREG)
-        serex__free(r); /* unregistered from inside fn: ours to free */
+        reg_free(r); /* unregistered from inside fn: ours to free */
     else if (old & REG_WAITERS)
         serex__park_wake_all(&r->state);
 }
@@ -416,7 +426,8 @@ int serex_cancel_on_cancel(serex_cancel *c, serex_executor *target, serex_fn fn,
     r->fn = fn;
     r->arg = arg;
     atomic_init(&r->state, REG_ARMED);
-    *reg = r; /* before the post: fn may unregister it */
+    *reg = r;             /* before the post: fn may unregister it */
+    serex__cancel_ref(c); /* the registration's, until it is freed */
     r->hooked = serex__cancel_hook_add(c, &r->hook) == 0;
     if (!r->hooked) { /* cancelled already: post from here */
         atomic_init(&r->state, REG_POSTED);
@@ -445,7 +456,7 @@ static void reg_settle(serex_cancel_reg *r)
         serex__park_wait(&r->state, s | mark, INT64_MAX);
         s = atomic_load_explicit(&r->state, memory_order_acquire);
     }
-    serex__free(r);
+    reg_free(r);
 }
 
 bool serex_cancel_unregister(serex_cancel_reg *r)
@@ -453,7 +464,7 @@ bool serex_cancel_unregister(serex_cancel_reg *r)
     if (r == NULL)
         return false;
     if (r->hooked && serex__cancel_hook_remove(r->c, &r->hook)) {
-        serex__free(r); /* never fired: fn will never run */
+        reg_free(r); /* never fired: fn will never run */
         return true;
     }
     reg_settle(r);

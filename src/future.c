@@ -1071,10 +1071,12 @@ static void comb_decide(struct comb *cb, const struct comb_in *self,
         comb_ended(cb->out, more);
     if (!cb->cancel_rest || self == NULL)
         return;
+    /* Settled here, not through @more: an input made by
+     * serex_future_then is still a record on its source's list, linked
+     * through the very field that @more would overwrite. */
     for (size_t i = 0; i < cb->n; i++)
-        if (&cb->in[i] != self &&
-            future_fail_state(cb->in[i].f, SEREX_ECANCELED, false))
-            comb_ended(cb->in[i].f, more);
+        if (&cb->in[i] != self)
+            serex__future_fail(cb->in[i].f, SEREX_ECANCELED, false);
 }
 
 static void comb_watch(struct watch *w, serex_future *x, uint32_t s,

@@ -486,6 +486,43 @@ static void combinators_of_ended_inputs(void **state)
     serex_future_release(any);
 }
 
+/* CANCEL_REST over a then-future whose source has not ended: the
+ * then-future is a record on its source's list, and cancelling it must
+ * leave that list whole (it corrupted it before: the fuzzer). */
+static void cancel_rest_over_a_then_future(void **state)
+{
+    serex_executor *m;
+    serex_future *src, *q, *t, *all, *ins[2];
+    struct seen s = {0};
+
+    (void)state;
+    atomic_store(&calls, 0);
+    assert_int_equal(serex_manual_create(&m), SEREX_OK);
+    assert_int_equal(serex_promise_create(&src), SEREX_OK);
+    assert_int_equal(serex_promise_create(&q), SEREX_OK);
+    s.f = src;
+    assert_int_equal(serex_future_on_done(src, m, seen_cb, &s), SEREX_OK);
+    /* newer than the on_done: t links to it on src's list */
+    assert_int_equal(serex_future_then(src, m, count_call, &t), SEREX_OK);
+    ins[0] = t;
+    ins[1] = q;
+    assert_int_equal(serex_future_all(ins, 2, SEREX_FUTURE_CANCEL_REST, &all),
+                     SEREX_OK);
+    assert_true(serex_future_fail(q, ERR_A));
+    assert_int_equal(serex_future_wait(all, 0), ERR_A);
+    assert_int_equal(serex_future_wait(t, 0), SEREX_ECANCELED);
+    assert_true(serex_future_complete(src, NULL));    /* its list: whole */
+    assert_int_equal(serex_manual_run_pending(m), 1); /* on_done only */
+    assert_int_equal(atomic_load(&s.n), 1);
+    assert_int_equal(s.rc, SEREX_OK);
+    assert_int_equal(atomic_load(&calls), 0);
+    serex_future_release(all);
+    serex_future_release(t);
+    serex_future_release(q);
+    serex_future_release(src);
+    assert_int_equal(serex_destroy(m), SEREX_OK);
+}
+
 /* Inputs ended by pool tasks on several threads: each combinator ends
  * once, with every input counted (TSan sees the races). */
 #define RACE_N 16
@@ -541,6 +578,7 @@ int main(void)
         cmocka_unit_test(any_takes_the_first_value),
         cmocka_unit_test(combinators_bad_input),
         cmocka_unit_test(combinators_of_ended_inputs),
+        cmocka_unit_test(cancel_rest_over_a_then_future),
         cmocka_unit_test(combinators_race_on_a_pool),
     };
 
