@@ -71,7 +71,7 @@ struct serex_cancel {
     _Atomic uint32_t seq;  /* bumped after each fire; removers park on it */
     serex__spinlock lock;  /* guards the fields below */
     uint32_t waiting;      /* removers parked on seq */
-    struct serex__cancel_hook *head;
+    struct serex__cancel_hook *head, **tail;  /* in the order added */
     const struct serex__cancel_hook *running; /* being fired, or NULL */
     serex_cancel *parent;                     /* NULL, or held by `child` */
     struct serex__cancel_hook child;          /* on the parent's list */
@@ -95,20 +95,24 @@ static bool cancel_is_firing(const struct serex__cancel_hook *h)
     return false;
 }
 
+/* Appends @h: a request fires hooks in the order they were added (a
+ * group's own hook, added when it was made, closes it and records the
+ * cause before the hooks of its members end them). */
 static void hook_link(serex_cancel *c, struct serex__cancel_hook *h)
 {
-    h->next = c->head;
-    if (h->next != NULL)
-        h->next->pprev = &h->next;
-    h->pprev = &c->head;
-    c->head = h;
+    h->next = NULL;
+    h->pprev = c->tail;
+    *c->tail = h;
+    c->tail = &h->next;
 }
 
-static void hook_unlink(struct serex__cancel_hook *h)
+static void hook_unlink(serex_cancel *c, struct serex__cancel_hook *h)
 {
     *h->pprev = h->next;
     if (h->next != NULL)
         h->next->pprev = h->pprev;
+    else
+        c->tail = h->pprev; /* it was the last */
     h->pprev = NULL;
 }
 
@@ -137,7 +141,7 @@ bool serex__cancel_hook_remove(serex_cancel *c, struct serex__cancel_hook *h)
 
     serex__spin_lock(&c->lock);
     if (h->pprev != NULL) {
-        hook_unlink(h);
+        hook_unlink(c, h);
         removed = true;
     }
     while (!removed && c->running == h && !cancel_is_firing(h)) {
@@ -223,7 +227,7 @@ static bool cancel_request(serex_cancel *c, int cause)
     while (c->head != NULL) {
         struct serex__cancel_hook *h = c->head;
 
-        hook_unlink(h);
+        hook_unlink(c, h);
         cancel_fire(c, h, cause);
     }
     serex__spin_unlock(&c->lock);
@@ -267,6 +271,7 @@ int serex_cancel_create(serex_cancel *parent, serex_cancel **out)
     atomic_init(&c->refs, REF_HANDLE);
     atomic_init(&c->seq, 0);
     atomic_init(&c->lock, 0);
+    c->tail = &c->head;
     c->child.fire = cancel_child_fire;
     if (parent != NULL) {
         cause = serex__cancel_hook_add(parent, &c->child);

@@ -755,6 +755,7 @@ struct lingering_target {
     void *arg;
     atomic_int in_execute; /* inside execute: it still uses its memory */
     atomic_int posted;     /* executes that returned */
+    atomic_int entered;    /* an execute began (the test waits for it) */
 };
 
 #define LINGER_NS (30 * MS)
@@ -764,6 +765,7 @@ static int lingering_execute(serex_executor *ex, serex_fn fn, void *arg)
     struct lingering_target *t = (struct lingering_target *)(void *)ex;
 
     atomic_store(&t->in_execute, 1);
+    atomic_store(&t->entered, 1);
     t->fn = fn;
     t->arg = arg;
     test_sleep_ns(LINGER_NS);
@@ -854,8 +856,11 @@ static void group_wait_returns_after_the_notifications_are_handed_out(
         }
         assert_int_equal(serex__thread_start(&p.thread, poster_main, &p),
                          SEREX_OK);
-        if (round > 0) /* the poster is inside execute by now */
-            test_sleep_ns(LINGER_NS / 3);
+        if (round > 0) /* wait while the poster is inside execute (it
+                          lingers there; round 2 must not wait before the
+                          poster's notify: the group would be empty) */
+            while (atomic_load(&t->entered) == 0)
+                serex__thread_yield();
         assert_int_equal(serex_group_wait(f->g, TEST_TIMEOUT), SEREX_OK);
         in_execute = atomic_load(&t->in_execute);
         posted = atomic_load(&t->posted);

@@ -55,10 +55,10 @@ SEREX_API int serex_cancel_create(serex_cancel *parent, serex_cancel **out);
  *
  * @cause: a negative code down to SEREX_ERROR_MIN, given back by
  * serex_cancel_cause and by every operation the token ends; 0 means
- * SEREX_ECANCELED. The first request
- * wins: a later one changes nothing. The callbacks registered on the
- * token and the operations given it are settled by this call, on this
- * thread, before it returns (each on_cancel callback is posted to its
+ * SEREX_ECANCELED. The first request wins: a later one changes nothing.
+ * The callbacks registered on the token and the operations given it are
+ * settled by this call, on this thread, in the order they were
+ * registered, before it returns (each on_cancel callback is posted to its
  * target, or runs here if its target refuses it); so are the children's.
  * Returns:   true if this call cancelled the token; false if it was
  *            already cancelled, @c is NULL, or @cause is positive or
