@@ -645,13 +645,14 @@ static void group_token_fire(struct serex__cancel_hook *h, int cause)
     serex_group *g = serex__container_of(h, serex_group, hook);
     int none = 0;
 
-    group_close_now(g);
     /* release: as group_record; the cause is an error only if none came
-     * first (fail-fast's own request finds its error there) */
+     * first (fail-fast's own request finds its error there). Before the
+     * close: whoever sees the group closed (acquire) sees why. */
     if (atomic_compare_exchange_strong_explicit(&g->error, &none, cause,
                                                 memory_order_release,
                                                 memory_order_relaxed))
         atomic_fetch_add_explicit(&g->nerrors, 1, memory_order_relaxed);
+    group_close_now(g);
     serex_group_cancel(g);
 }
 
