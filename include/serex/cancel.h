@@ -142,10 +142,12 @@ SEREX_API bool serex_cancel_unregister(serex_cancel_reg *reg);
 
 /*
  * serex_cancel_release - drop the caller's hold on @c. The token stays
- * while operations, registrations or children use it; a pending deadline
- * is cancelled. Releasing does not cancel. NULL is ignored. A second
- * release stops the program with "serex: serex_cancel_release: ..." on
- * stderr (promise 8a).
+ * while operations, registrations, children or a pending deadline use it
+ * (the deadline still comes and cancels them: cancel the token first if
+ * its work is over). Releasing does not cancel. NULL is ignored. A second
+ * release, while the token is still held by something else, stops the
+ * program with "serex: serex_cancel_release: ..." on stderr (promise
+ * 8a).
  * Threads:   any thread.
  */
 SEREX_API void serex_cancel_release(serex_cancel *c);
