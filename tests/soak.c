@@ -1179,7 +1179,8 @@ static void do_token(struct producer *p)
                 if (atomic_load(&cbs[i].runs) != 0)
                     violation("unregister said true for a callback that "
                               "ran");
-            } else if (atomic_load(&cbs[i].runs) != 1) {
+            } else if (!serex_cancel_requested(tok) ||
+                       atomic_load(&cbs[i].runs) != 1) {
                 violation("unregister said false before its callback "
                           "finished");
             } else {
@@ -1233,21 +1234,34 @@ static void do_token(struct producer *p)
                       "its token's cause (never run) or its deadline's");
         serex_future_release(fs[i]);
     }
-    if (!requested) /* the work is over: stop the deadline, fire the rest */
-        serex_cancel_request(tok, 0);
+    /* the work is over: stop the deadline, fire the rest. A request that
+     * says true has fired every hook (children included) on this thread;
+     * one that says false may return while another thread (the timer's)
+     * is still firing them (cancel.h: the first request wins, a later one
+     * waits for nothing) */
+    if (!requested)
+        requested = serex_cancel_request(tok, 0);
     if (child != NULL && serex_cancel_cause(child) != serex_cancel_cause(tok) &&
-        serex_cancel_cause(child) != cause - 50)
+        serex_cancel_cause(child) != cause - 50 &&
+        (requested || serex_cancel_cause(child) != 0))
         violation("a child token's cause is neither its parent's nor its "
                   "own request's");
     for (unsigned i = 0; i < ncb; i++) {
         if (!reg_ok[i])
             continue;
-        /* fired: it has run once unregister returns */
-        if (serex_cancel_unregister(regs[i]) || atomic_load(&cbs[i].runs) != 1)
-            violation("unregister of a posted callback did not say false "
-                      "after it ran once");
-        else
+        /* true: taken back before the canceller reached it, never runs;
+         * false: it has run, once, by the time unregister returns */
+        if (serex_cancel_unregister(regs[i])) {
+            if (requested || atomic_load(&cbs[i].runs) != 0)
+                violation("unregister said true for a callback its own "
+                          "request posted, or that ran");
+            else
+                atomic_fetch_add(&g.cancelled[K_TOKEN], 1);
+        } else if (atomic_load(&cbs[i].runs) != 1) {
+            violation("unregister said false before its callback ran once");
+        } else {
             ran(K_TOKEN);
+        }
     }
     serex_group_destroy(grp);
     serex_cancel_release(child);
@@ -1361,8 +1375,10 @@ static void do_ffgroup(struct producer *p)
         rc = serex_group_submit(grp, any_target(p), counted_call, &t[i],
                                 &fs[i]);
         attempt(K_FFGROUP, rc);
-        if (rc != SEREX_OK) { /* closed by a failure already */
-            if (rc != SEREX_EREJECTED || serex_group_error(grp) == 0)
+        if (rc != SEREX_OK) { /* closed by a failure already (a parent's
+                                 cancel closes the group, then records) */
+            if (rc != SEREX_EREJECTED || (serex_group_error(grp) == 0 &&
+                                          !serex_cancel_requested(cfg.parent)))
                 violation("a fail-fast group refused a task, not closed by "
                           "an error");
             fs[i] = NULL;
