@@ -179,7 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define NPOOL_TASKS 16    /* a pool round's tasks, its probe's included */
 #define MAX_POOL_ROUNDS 4 /* per input: each round starts threads */
 #define POOL_WAIT_NS SEREX_SEC(10) /* bounds each wait for a pool's thread */
-#define NTOK 4          /* token slots (issue 23's ops) */
+#define NTOK 4                     /* token slots (issue 23's ops) */
 #define MAX_TOKS 96     /* tokens (and groups' tokens) made per input */
 #define MAX_HOOKS 384   /* what was registered on them, in order */
 #define NREG 8          /* on_cancel registrations held */
@@ -297,7 +297,7 @@ enum act {
     A_RUN_ONE,
     A_GROUP,
     A_CONT,
-    A_BX, /* a task to a bounded executor, as op bx_exec */
+    A_BX,    /* a task to a bounded executor, as op bx_exec */
     A_TOKEN, /* issue 23: a token, a group's failure, wait_token (token_act) */
     NACT
 };
@@ -487,40 +487,40 @@ struct rec {
     int64_t due, period;    /* timers: first due time; period */
     int64_t last;           /* fixed delay: the clock at the last run */
     int64_t next_due;       /* fixed rate: the grid point of its next run */
-    /* issue 23: futures' ends, tokens' callbacks, all/any */
-    int16_t aux;            /* K_COMB, K_CWATCH: its all/any (fz.comb);
-                               K_CB: its token (fz.toks) */
-    int16_t err;            /* futures: the error it ended with (cancelled,
-                               or ran_err) */
-    bool ran_err;           /* K_FUTURE: its call ran and set err */
-    bool witnessed;         /* futures: the harness's witness is on it */
-    bool newapi;            /* futures: checked after every op */
-    uint8_t plan;           /* K_FUTURE: 1 + err_codes index its call sets
-                               with serex_future_set_error; 0: a value */
-    uint8_t nlist;          /* futures: records on its list */
-    uint8_t rslot;          /* K_CB: its registration slot */
-    uint8_t unreg;          /* K_CB: 0, or unregister said 1 true 2 false */
-    bool fired;             /* K_CB: posted (its token was cancelled) */
-    bool self_unreg;        /* K_CB: unregisters itself when it runs */
-    bool late;              /* K_CB: made on a token already cancelled */
-    int64_t end_at;         /* futures: when it ended (the model's) */
-    int64_t posted_at;      /* K_CB: when it was posted */
-    int64_t fdl_due;        /* futures: earliest deadline armed; NO_DL */
-    uint32_t fdl_adv;       /* fz.nadv when that one was armed */
-    const void *val;        /* K_COMB: the value it ended with */
+    /* issue 23: futures' ends, tokens' callbacks, all/any. aux: K_COMB's
+     * and K_CWATCH's all/any (fz.comb), K_CB's token (fz.toks); err: the
+     * error a future ended with (cancelled, or ran_err); plan: 1 + the
+     * err_codes index a K_FUTURE's call sets (serex_future_set_error), 0
+     * for a value */
+    int16_t aux;
+    int16_t err;
+    bool ran_err;   /* K_FUTURE: its call ran and set err */
+    bool witnessed; /* futures: the harness's witness is on it */
+    bool newapi;    /* futures: checked after every op */
+    uint8_t plan;
+    uint8_t nlist;     /* futures: records on its list */
+    uint8_t rslot;     /* K_CB: its registration slot */
+    uint8_t unreg;     /* K_CB: 0, or unregister said 1 true 2 false */
+    bool fired;        /* K_CB: posted (its token was cancelled) */
+    bool self_unreg;   /* K_CB: unregisters itself when it runs */
+    bool late;         /* K_CB: made on a token already cancelled */
+    int64_t end_at;    /* futures: when it ended (the model's) */
+    int64_t posted_at; /* K_CB: when it was posted */
+    int64_t fdl_due;   /* futures: earliest deadline armed; NO_DL */
+    uint32_t fdl_adv;  /* fz.nadv when that one was armed */
+    const void *val;   /* K_COMB: the value it ended with */
 };
 
 /* A token (or a group's) as the model knows it: what it was made from,
  * when and why it was cancelled, its earliest deadline still to come. */
 struct mtok {
-    serex_cancel *c;  /* valid while a slot, its group or a registration
-                         on it holds it */
-    int16_t parent;   /* its parent's index, -1 */
-    uint16_t gid;     /* a group's token: the group's gid (0: none) */
-    int cause;        /* 0, or the cause it was cancelled with */
-    int64_t at;       /* when it was cancelled */
-    int64_t dl_due;   /* earliest deadline pending; NO_DL: none */
-    uint32_t dl_adv;  /* fz.nadv when it was armed */
+    serex_cancel *c; /* valid while a slot, group or registration holds it */
+    int16_t parent;  /* its parent's index, -1 */
+    uint16_t gid;    /* a group's token: the group's gid (0: none) */
+    int cause;       /* 0, or the cause it was cancelled with */
+    int64_t at;      /* when it was cancelled */
+    int64_t dl_due;  /* earliest deadline pending; NO_DL: none */
+    uint32_t dl_adv; /* fz.nadv when it was armed */
 };
 
 /* What was registered on a token, in the order it was: a token's request
@@ -538,12 +538,12 @@ struct mhook {
 
 /* An all/any: its inputs and what it has seen of them (future.c's comb). */
 struct mcomb {
-    int16_t out;           /* the K_COMB record */
-    int16_t in[NCOMB_IN];  /* the inputs' records */
-    int16_t w[NCOMB_IN];   /* the K_CWATCH records on them */
+    int16_t out;          /* the K_COMB record */
+    int16_t in[NCOMB_IN]; /* the inputs' records */
+    int16_t w[NCOMB_IN];  /* the K_CWATCH records on them */
     uint8_t n, left;
     bool any, rest, decided;
-    int err;               /* the first error seen */
+    int err; /* the first error seen */
 };
 
 struct stream {
@@ -631,23 +631,28 @@ struct fuzz {
      * that an on_done posted there runs at once on the thread that ends
      * its future (promise 2a) */
     serex_executor *sink;
-    bool used23;               /* an issue-23 object was made */
-    int16_t tslot[NTOK];       /* the token in each slot, -1 */
+    bool used23;         /* an issue-23 object was made */
+    int16_t tslot[NTOK]; /* the token in each slot, -1 */
     struct mtok toks[MAX_TOKS];
     unsigned ntoks;
     struct mhook hooks[MAX_HOOKS];
     unsigned nhooks;
-    struct { serex_cancel_reg *reg; struct rec *r; } reg[NREG];
+    struct {
+        serex_cancel_reg *reg;
+        struct rec *r;
+    } reg[NREG];
     struct mcomb comb[MAX_COMBS];
     unsigned ncombs;
-    struct { serex_future *f; struct rec *r; } grave[NGRAVE];
-    bool in_adv;               /* inside advance or run_until */
-    uint32_t nadv;             /* advances (and run_untils) done */
-    int64_t adv_now;           /* the clock after the last one */
-    unsigned long n23[8];      /* trace: requests, deadlines fired,
-                                  callbacks run, links ended, errors set,
-                                  promises ended, all/any ended, refused
-                                  joins */
+    struct {
+        serex_future *f;
+        struct rec *r;
+    } grave[NGRAVE];
+    bool in_adv;     /* inside advance or run_until */
+    uint32_t nadv;   /* advances (and run_untils) done */
+    int64_t adv_now; /* the clock after the last one */
+    /* trace: requests, deadlines fired, callbacks run, links ended,
+     * errors set, promises ended, all/any ended, refused joins */
+    unsigned long n23[8];
     size_t nrecs;
     struct rec recs[MAX_RECS];
 };
@@ -807,8 +812,8 @@ static bool stream_passed(const struct rec *r)
 
 static bool future_kind(const struct rec *r)
 {
-    return r->kind == K_FUTURE || r->kind == K_THEN ||
-           r->kind == K_PROMISE || r->kind == K_COMB;
+    return r->kind == K_FUTURE || r->kind == K_THEN || r->kind == K_PROMISE ||
+           r->kind == K_COMB;
 }
 
 /* A future's end is known: its call ran (a promise completed, an all/any
@@ -1124,8 +1129,9 @@ static const int err_codes[8] = {-1000,           SEREX_ETIMEDOUT,
                                  SEREX_ECANCELED, SEREX_EDEADLK,
                                  SEREX_ERROR_MIN, -1,
                                  -4242,           -77};
-static const int causes[8] = {0,      -1000, SEREX_ETIMEDOUT, SEREX_ECANCELED,
-                              SEREX_ERROR_MIN, -4242, 1, SEREX_ERROR_MIN - 1};
+static const int causes[8] = {
+    0,     -1000, SEREX_ETIMEDOUT,    SEREX_ECANCELED, SEREX_ERROR_MIN,
+    -4242, 1,     SEREX_ERROR_MIN - 1};
 
 static bool cause_valid(int c)
 {
@@ -1913,9 +1919,11 @@ static void *task_call(void *arg)
     CHECK(r->kind == K_FUTURE, "a future's task ran though submit failed",
           r);
     mtime_sync();
-    CHECK(r->runs == 0 && !r->cancelled, "a future's task ran twice, or "
+    CHECK(r->runs == 0 && !r->cancelled,
+          "a future's task ran twice, or "
           "after it was cancelled (by a cancel, its token, its deadline or "
-          "an all/any's CANCEL_REST)", r);
+          "an all/any's CANCEL_REST)",
+          r);
     CHECK(!r->gcancelled,
           "a future's task ran after a group cancel "
           "counted it",
@@ -1931,12 +1939,10 @@ static void *task_call(void *arg)
         r->err = (int16_t)err_codes[r->plan - 1];
         CHECK(serex_future_set_error(-999) == SEREX_OK &&
                   serex_future_set_error(r->err) == SEREX_OK,
-              "serex_future_set_error from inside a future's call failed",
-              r);
+              "serex_future_set_error from inside a future's call failed", r);
         CHECK(serex_future_set_error(0) == SEREX_EINVAL &&
                   serex_future_set_error(1) == SEREX_EINVAL &&
-                  serex_future_set_error(SEREX_ERROR_MIN - 1) ==
-                      SEREX_EINVAL,
+                  serex_future_set_error(SEREX_ERROR_MIN - 1) == SEREX_EINVAL,
               "serex_future_set_error of an error out of range did not say "
               "EINVAL",
               r);
@@ -2099,21 +2105,31 @@ static void cb_run(void *arg)
     struct rec *r = arg;
     int64_t now;
 
-    CHECK(rec_valid(r), "an on_cancel callback ran with an argument never "
-          "given", NULL);
-    CHECK(r->kind == K_CB, "an on_cancel callback ran though on_cancel "
-          "failed (promise 1)", r);
+    CHECK(rec_valid(r),
+          "an on_cancel callback ran with an argument never "
+          "given",
+          NULL);
+    CHECK(r->kind == K_CB,
+          "an on_cancel callback ran though on_cancel "
+          "failed (promise 1)",
+          r);
     CHECK(r->runs == 0, "an on_cancel callback ran twice", r);
-    CHECK(r->unreg != 1, "an on_cancel callback ran after unregister said "
-          "true", r);
+    CHECK(r->unreg != 1,
+          "an on_cancel callback ran after unregister said "
+          "true",
+          r);
     mtime_sync();
     if (!FUZZ_BUG_LATE_REG_REF || !r->late || token_held(r->aux))
         mtok_observe(r->aux, serex_cancel_cause(fz.toks[r->aux].c));
-    CHECK(r->fired, "an on_cancel callback ran though its token was not "
-          "cancelled", r);
+    CHECK(r->fired,
+          "an on_cancel callback ran though its token was not "
+          "cancelled",
+          r);
     now = now_ns();
-    CHECK(now >= r->posted_at, "an on_cancel callback ran before its token "
-          "was cancelled", r);
+    CHECK(now >= r->posted_at,
+          "an on_cancel callback ran before its token "
+          "was cancelled",
+          r);
     CHECK(r->dest != D_SCHED || now == r->posted_at,
           "an on_cancel callback posted to the scheduler's face did not run "
           "at the time it was posted (its token's deadline early or late?)",
@@ -2122,8 +2138,7 @@ static void cb_run(void *arg)
     fz.n23[2]++;
     if (r->self_unreg && fz.reg[r->rslot].r == r) {
         CHECK(!serex_cancel_unregister(fz.reg[r->rslot].reg),
-              "unregister from inside its own callback did not say false",
-              r);
+              "unregister from inside its own callback did not say false", r);
         r->unreg = 2;
         fz.reg[r->rslot].reg = NULL;
         fz.reg[r->rslot].r = NULL;
@@ -2978,14 +2993,20 @@ static void future_cancel(unsigned i)
     if (expect)
         fut_fail(r, SEREX_ECANCELED, now_ns(), true);
     got = serex_future_cancel(fz.fut[i].f);
-    CHECK(got || !expect, "future_cancel said false for a task that had not "
-          "started", r);
-    CHECK(!got || expect, "future_cancel said true for a task that ran or "
-          "was cancelled", r);
+    CHECK(got || !expect,
+          "future_cancel said false for a task that had not "
+          "started",
+          r);
+    CHECK(!got || expect,
+          "future_cancel said true for a task that ran or "
+          "was cancelled",
+          r);
     if (!got)
         return;
-    CHECK(future_check(i) == SEREX_ECANCELED, "a cancelled future does "
-          "not say ECANCELED", r);
+    CHECK(future_check(i) == SEREX_ECANCELED,
+          "a cancelled future does "
+          "not say ECANCELED",
+          r);
     /* at once, down the chain: every then-future on it says so too */
     for (unsigned k = 0; k < NFUT; k++)
         if (fz.fut[k].f != NULL)
@@ -3949,8 +3970,7 @@ static void tok_request(unsigned sel, unsigned ci)
           NULL);
     CHECK(serex_cancel_requested(c) == (fz.toks[n].cause != 0) &&
               serex_cancel_cause(c) == fz.toks[n].cause,
-          "after a request, a token's cause is not the first valid one",
-          NULL);
+          "after a request, a token's cause is not the first valid one", NULL);
     fz.n23[0] += got;
 }
 
@@ -4019,15 +4039,15 @@ static void tok_on_cancel(uint8_t a, uint8_t d)
     }
     fz.reg[slot].r = r; /* before: it may run, and unregister, inside */
     armed = alloc_armed();
-    rc = serex_cancel_on_cancel(fz.toks[n].c, ex, cb_run, r,
-                                &fz.reg[slot].reg);
+    rc = serex_cancel_on_cancel(fz.toks[n].c, ex, cb_run, r, &fz.reg[slot].reg);
     if (rc != SEREX_OK) {
         CHECK(rc == SEREX_ENOMEM && armed,
               "on_cancel gave an unexpected status", r);
-        CHECK(fz.reg[slot].reg == NULL, "a failed on_cancel left *reg set",
+        CHECK(fz.reg[slot].reg == NULL, "a failed on_cancel left *reg set", r);
+        CHECK(r->runs == 0,
+              "an on_cancel callback ran though on_cancel "
+              "failed",
               r);
-        CHECK(r->runs == 0, "an on_cancel callback ran though on_cancel "
-              "failed", r);
         rec_unused(r);
         fz.reg[slot].r = NULL;
         return;
@@ -4239,8 +4259,7 @@ static void combine(uint8_t a)
     for (unsigned k = 0; k < n; k++)
         slots[k] = next_byte() % NFUT;
     if (any && n == 0) {
-        CHECK(serex_future_any(NULL, 0, flags, &o) == SEREX_EINVAL &&
-                  o == NULL,
+        CHECK(serex_future_any(NULL, 0, flags, &o) == SEREX_EINVAL && o == NULL,
               "serex_future_any of no input did not say EINVAL", NULL);
         return;
     }
@@ -4517,8 +4536,7 @@ static void bad_input3(uint8_t a)
         rc = serex_future_cancel_on(v == 0 ? f : NULL, v == 1 ? tok : NULL);
         break;
     case 8:
-        rc = serex_future_deadline(v == 0 ? NULL : f,
-                                   v == 1 ? NULL : fz.sched,
+        rc = serex_future_deadline(v == 0 ? NULL : f, v == 1 ? NULL : fz.sched,
                                    v == 2 ? -1 : 0);
         if (f == NULL)
             rc = SEREX_EINVAL;
@@ -4564,8 +4582,7 @@ static void bad_input3(uint8_t a)
         break;
     default:
         if (f != NULL && handle_of(pr) != f)
-            CHECK(!serex_future_complete(f, r) &&
-                      !serex_future_fail(f, -1000),
+            CHECK(!serex_future_complete(f, r) && !serex_future_fail(f, -1000),
                   "complete or fail of a future that is no promise said "
                   "true",
                   r);
@@ -4573,8 +4590,7 @@ static void bad_input3(uint8_t a)
             CHECK(!serex_future_fail(handle_of(pr), 0) &&
                       !serex_future_fail(handle_of(pr), 1) &&
                       !serex_future_fail(handle_of(pr), SEREX_ERROR_MIN - 1),
-                  "fail of a promise with an error out of range said true",
-                  r);
+                  "fail of a promise with an error out of range said true", r);
         break;
     }
     CHECK(rc == SEREX_EINVAL,
@@ -4609,8 +4625,9 @@ static void mcheck_top(void)
         CHECK(serex_group_error(grp) == fz.grp[g].err &&
                   serex_group_error_count(grp) == fz.grp[g].nerr,
               "a group's first error or error count is not the model's", NULL);
-        CHECK(fz.grp[g].cfg ? serex_group_token(grp) == fz.toks[fz.grp[g].node].c
-                            : serex_group_token(grp) == NULL,
+        CHECK(fz.grp[g].cfg
+                  ? serex_group_token(grp) == fz.toks[fz.grp[g].node].c
+                  : serex_group_token(grp) == NULL,
               "serex_group_token is not the group's token (NULL for "
               "serex_group_create's)",
               NULL);
@@ -5377,8 +5394,8 @@ static void fuzz_setup(const uint8_t *data, size_t size)
           "manual_create failed", NULL);
     /* issue 23: witnesses' executor, shut down: what is posted there runs
      * at once where it is posted (promise 2a) */
-    CHECK(serex_manual_create(&fz.sink) == SEREX_OK,
-          "manual_create failed", NULL);
+    CHECK(serex_manual_create(&fz.sink) == SEREX_OK, "manual_create failed",
+          NULL);
     serex_shutdown(fz.sink);
     for (unsigned s = 0; s < NTOK; s++)
         fz.tslot[s] = -1;
@@ -5446,14 +5463,18 @@ static void check_recs(void)
                   r);
             break;
         case K_WITNESS:
-            CHECK(r->runs == 1, "a future never ended: its continuation "
-                  "never ran", r);
+            CHECK(r->runs == 1,
+                  "a future never ended: its continuation "
+                  "never ran",
+                  r);
             break;
         case K_PROMISE:
         case K_COMB:
-            CHECK(future_ended(r), "a promise (broken at the latest when "
+            CHECK(future_ended(r),
+                  "a promise (broken at the latest when "
                   "released) or an all/any (all its inputs ended) never "
-                  "ended", r);
+                  "ended",
+                  r);
             break;
         default: break;
         }
@@ -5472,10 +5493,9 @@ static void check_terminated(serex_executor *ex)
 static void trace_summary(void)
 {
     static const char *const names[NKINDS] = {
-        "unused",  "exec",    "gate",   "oneshot", "rate",
-        "delay",   "send",    "recv",   "future",  "then",
-        "on_done", "notify",  "promise", "all_any", "on_cancel",
-        "witness", "watch"};
+        "unused",  "exec",    "gate",      "oneshot", "rate",    "delay",
+        "send",    "recv",    "future",    "then",    "on_done", "notify",
+        "promise", "all_any", "on_cancel", "witness", "watch"};
     unsigned long n[NKINDS] = {0}, runs[NKINDS] = {0}, backs[NKINDS] = {0};
     unsigned long canc[NKINDS] = {0}, grp = 0, gcanc = 0;
 
@@ -5508,8 +5528,8 @@ static void trace_summary(void)
                 "%lu callbacks run, %lu linked futures ended, %lu errors "
                 "set, %lu promises ended, %lu all/any ended, %lu joins "
                 "refused\n",
-                fz.ntoks, fz.n23[0], fz.n23[1], fz.n23[2], fz.n23[3],
-                fz.n23[4], fz.n23[5], fz.n23[6], fz.n23[7]);
+                fz.ntoks, fz.n23[0], fz.n23[1], fz.n23[2], fz.n23[3], fz.n23[4],
+                fz.n23[5], fz.n23[6], fz.n23[7]);
     if (grp + fz.gids + fz.lim_peak + fz.handed > 0)
         fprintf(stderr,
                 "  %u groups, %lu group tasks (%lu group-cancelled), "
@@ -5569,9 +5589,11 @@ static void teardown_check(void)
             future_release(i);
     for (unsigned i = 0; i < NFUT; i++) {
         if (fz.fut[i].f != NULL)
-            CHECK(future_check(i) != 1, "a future never "
+            CHECK(future_check(i) != 1,
+                  "a future never "
                   "completed: its task was lost (or an all/any never "
-                  "ended though its inputs did)", fz.fut[i].r);
+                  "ended though its inputs did)",
+                  fz.fut[i].r);
         future_release(i);
     }
     for (unsigned k = 0; k < NGRAVE; k++) {
@@ -5604,8 +5626,10 @@ static void teardown_check(void)
 
         if (r == NULL)
             continue;
-        CHECK(!r->fired || r->runs == 1, "an on_cancel callback never ran "
-              "though its token was cancelled", r);
+        CHECK(!r->fired || r->runs == 1,
+              "an on_cancel callback never ran "
+              "though its token was cancelled",
+              r);
         tok_unregister(k);
     }
     for (unsigned s = 0; s < NTOK; s++)
