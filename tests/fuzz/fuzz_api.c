@@ -105,6 +105,18 @@
  * pool_executor_at gives the pool for NORMAL, a face's faces are its
  * pool's, and stats of a face are its pool's.
  *
+ * Issue 23 (ops 46 to 60 and act A_TOKEN; the model's essay is at
+ * "issue 23: the model of futures' ends"): a token's first valid request
+ * wins, children get the parent's cause, deadlines fire at exactly their
+ * due time on the manual clock; an on_cancel callback runs once after
+ * its token is cancelled and never after an unregister said true; a
+ * future linked to a token cancelled before its call started never runs
+ * and says the cause; a call's serex_future_set_error ends its future
+ * with it, and errors pass down then-chains; a promise ends once; an
+ * all/any ends exactly when, and with what, the model says; a closed
+ * group refuses, fail-fast cancels what has not started, and wait says
+ * the first error; a call that says SEREX_ENOMEM changed nothing.
+ *
  * The model of the harness is exact where a single thread can know the
  * answer, and gives a range where serex ends work out of sight (a group's
  * cancelled task skipped by its executor, a future dropped by a
