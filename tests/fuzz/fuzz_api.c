@@ -200,29 +200,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define NGRAVE 48       /* witnessed futures released by the input, held */
 #define MAX_LIST 40     /* records on one future's list, witnesses included */
 #define NO_DL INT64_MIN /* no deadline armed (due times are >= 0) */
-/* KNOWN BUG, issue 23 (tests/fuzz/README.md, "Found"): a registration
- * made on a token already cancelled holds no reference to it (cancel.c's
- * serex_cancel_on_cancel: the refused hook_add takes none), though
- * cancel.h says the registration holds the token until unregister; a
- * callback that reads serex_cancel_cause after the token's release reads
- * freed memory. While 1, cb_run reads the cause of such a registration's
- * token only while a slot or its group still holds it. Set to 0 once
- * fixed. */
-#ifndef FUZZ_BUG_LATE_REG_REF
-#  define FUZZ_BUG_LATE_REG_REF 1
-#endif
-/* KNOWN BUG, issue 23 (README.md, "Found"): an all/any with
- * SEREX_FUTURE_CANCEL_REST that cancels a then-future still on its
- * source's list (the source has not ended) queues it to be settled
- * through its c.next, which still links that list (future.c's
- * comb_ended and ended_push): the source's list then runs on into the
- * futures queued after it, which its end dispatches as its own records
- * (a reference dropped too many: a handle lost, a freed future's task
- * run). While 1, combine makes no all/any with CANCEL_REST over such a
- * then-future. Set to 0 once fixed. */
-#ifndef FUZZ_BUG_REST_THEN
-#  define FUZZ_BUG_REST_THEN 1
-#endif
 
 /* Executors an operation can name (a "dest"), for execute and submit.
  * Continuations and groups take executors, not keys: a striped key dest
@@ -515,7 +492,6 @@ struct rec {
     uint8_t unreg;     /* K_CB: 0, or unregister said 1 true 2 false */
     bool fired;        /* K_CB: posted (its token was cancelled) */
     bool self_unreg;   /* K_CB: unregisters itself when it runs */
-    bool late;         /* K_CB: made on a token already cancelled */
     int64_t end_at;    /* futures: when it ended (the model's) */
     int64_t posted_at; /* K_CB: when it was posted */
     int64_t fdl_due;   /* futures: earliest deadline armed; NO_DL */
@@ -536,9 +512,10 @@ struct mtok {
 };
 
 /* What was registered on a token, in the order it was: a token's request
- * fires them newest first (cancel.c links each at the head of its list),
- * which decides, e.g., which input of an all with CANCEL_REST ends with
- * the cause and which with SEREX_ECANCELED. */
+ * fires them in that order (cancel.h), which decides, e.g., which input
+ * of an all with CANCEL_REST ends with the cause and which with
+ * SEREX_ECANCELED, and that a group's own hook (added as it was made)
+ * closes it before its members' links end them. */
 enum hook_kind { H_CHILD, H_REG, H_LINK, H_GROUP };
 struct mhook {
     int16_t tok;  /* the token it is on */
@@ -1105,14 +1082,15 @@ static bool group_running(uint16_t gid)
  * source's error down a then-chain; a broken promise). When the model
  * ends one it settles it as serex's ender does (future.c): its list, in
  * the order the records were added, then-futures failing with its error
- * (queued, settled after, first in first out), each all/any watching it
- * deciding at once (and cancelling the inputs not started, with
- * SEREX_FUTURE_CANCEL_REST). So the model knows, in order, what every
- * input of an all/any saw, and so what it ends with.
+ * and all/any ending (queued, settled after, first in first out), each
+ * all/any watching it deciding at once; the inputs not started that an
+ * all/any with SEREX_FUTURE_CANCEL_REST cancels are settled at once,
+ * each before the next (a settle inside the settle). So the model knows,
+ * in order, what every input of an all/any saw, and so what it ends with.
  *
- * A token's request fires what was registered on it newest first (its
- * children, on_cancel callbacks, futures linked by cancel_on, its
- * group), depth first, as cancel.c does; the model does the same.
+ * A token's request fires what was registered on it in the order it was
+ * (its children, on_cancel callbacks, futures linked by cancel_on, its
+ * group), depth first, as cancel.h says; the model does the same.
  * Deadlines (a token's, a future's) fire on the timer "thread" inside
  * advance or run_until at exactly their due time: after one returns,
  * every deadline due by then has fired (mtime_sync applies them in due
@@ -1155,18 +1133,22 @@ static int64_t now_ns(void)
     return serex_scheduler_now(fz.sched);
 }
 
-/* The settling queue (future.c's `more`): records ended, still to settle. */
+/* The settling queues (future.c's `more`): records ended, still to
+ * settle. A settle inside a settle queues above the one it is in, and
+ * gives the places back when it is done. Each record ends once, so
+ * MAX_RECS places are enough. */
 static struct {
     int16_t q[MAX_RECS];
-    unsigned head, tail;
-    bool busy;
+    unsigned top; /* the first free place */
 } bfs;
 
 static void bfs_push(struct rec *r)
 {
-    CHECK(bfs.tail < MAX_RECS, "harness: the settling queue", r);
-    bfs.q[bfs.tail++] = (int16_t)rec_index(r);
+    CHECK(bfs.top < MAX_RECS, "harness: the settling queue", r);
+    bfs.q[bfs.top++] = (int16_t)rec_index(r);
 }
+
+static void fut_fail(struct rec *f, int code, int64_t at, bool own);
 
 /* @f ends without a value: cancelled, with @code (@own: a cause of its
  * own, not its source's and not a drop: still queued if it was). */
@@ -1210,12 +1192,9 @@ static void comb_decide(struct mcomb *cb, const struct rec *self,
     }
     if (!cb->rest || self == NULL)
         return;
-    for (unsigned i = 0; i < cb->n; i++) {
-        struct rec *in = &fz.recs[cb->in[i]];
-
-        if (cb->w[i] != rec_index(self) && !future_ended(in))
-            fail_mark(in, SEREX_ECANCELED, at, true);
-    }
+    for (unsigned i = 0; i < cb->n; i++) /* each settled now, in order */
+        if (cb->w[i] != rec_index(self))
+            fut_fail(&fz.recs[cb->in[i]], SEREX_ECANCELED, at, true);
 }
 
 /* Input @y of @w's all/any has ended; its watch runs at @at (future.c's
@@ -1238,10 +1217,11 @@ static void comb_watch(struct rec *w, struct rec *y, int64_t at)
         comb_decide(cb, NULL, NULL, cb->err, at);
 }
 
-static void bfs_run(void)
+/* Settles what is queued from place @start on, first in first out. */
+static void bfs_run(unsigned start)
 {
-    while (bfs.head < bfs.tail) {
-        struct rec *y = &fz.recs[bfs.q[bfs.head++]];
+    for (unsigned i = start; i < bfs.top; i++) {
+        struct rec *y = &fz.recs[bfs.q[i]];
         int16_t order[MAX_LIST];
         unsigned n = 0;
 
@@ -1259,45 +1239,36 @@ static void bfs_run(void)
                 comb_watch(c, y, y->end_at);
         }
     }
-}
-
-static void bfs_begin(void)
-{
-    CHECK(!bfs.busy, "harness: a settle inside a settle", NULL);
-    bfs.busy = true;
-    bfs.head = bfs.tail = 0;
-}
-
-static void bfs_end(void)
-{
-    bfs_run();
-    bfs.busy = false;
+    bfs.top = start;
 }
 
 /* @f has just ended (its fields say how, end_at set): settle it. */
 static void fut_settle(struct rec *f)
 {
-    bfs_begin();
+    unsigned start = bfs.top;
+
     bfs_push(f);
-    bfs_end();
+    bfs_run(start);
 }
 
 /* @f, unless it has ended, ends with error @code at @at, and settles. */
 static void fut_fail(struct rec *f, int code, int64_t at, bool own)
 {
+    unsigned start = bfs.top;
+
     if (future_ended(f))
         return;
-    bfs_begin();
     fail_mark(f, code, at, own);
-    bfs_end();
+    bfs_run(start);
 }
 
 /* Input @y, ended before the watch @w was added, is seen at once. */
 static void comb_feed(struct rec *w, struct rec *y)
 {
-    bfs_begin();
+    unsigned start = bfs.top;
+
     comb_watch(w, y, now_ns());
-    bfs_end();
+    bfs_run(start);
 }
 
 /* --- tokens --- */
@@ -1343,7 +1314,7 @@ static int16_t mtok_new(serex_cancel *c, int16_t parent, uint16_t gid)
 static void group_token_fired(uint16_t gid, int cause);
 
 /* Token @n is cancelled with @cause at @at: false if it was already. Its
- * hooks fire newest first, each as serex's does. */
+ * hooks fire in the order they were added, each as serex's does. */
 static bool mtok_cancel(int16_t n, int cause, int64_t at)
 {
     struct mtok *t = &fz.toks[n];
@@ -1357,7 +1328,7 @@ static bool mtok_cancel(int16_t n, int cause, int64_t at)
         struct mhook *h = NULL;
         struct rec *r;
 
-        for (unsigned k = fz.nhooks; k-- > 0 && h == NULL;)
+        for (unsigned k = 0; k < fz.nhooks && h == NULL; k++)
             if (fz.hooks[k].tok == n && !fz.hooks[k].dead)
                 h = &fz.hooks[k];
         if (h == NULL)
@@ -2060,18 +2031,6 @@ static void cont_run(void *arg)
     limiter_leave(lim);
 }
 
-/* Whether a token slot, or its live group, holds token @n. */
-static bool token_held(int16_t n)
-{
-    for (unsigned s = 0; s < NTOK; s++)
-        if (fz.tslot[s] == n)
-            return true;
-    for (unsigned g = 0; g < NGROUP; g++)
-        if (fz.grp[g].g != NULL && fz.grp[g].node == n)
-            return true;
-    return false;
-}
-
 /*
  * The harness's witness on a future (witness_add): posted to fz.sink, it
  * runs on the thread that ends the future, as it ends (promise 2a). So:
@@ -2129,8 +2088,7 @@ static void cb_run(void *arg)
           "true",
           r);
     mtime_sync();
-    if (!FUZZ_BUG_LATE_REG_REF || !r->late || token_held(r->aux))
-        mtok_observe(r->aux, serex_cancel_cause(fz.toks[r->aux].c));
+    mtok_observe(r->aux, serex_cancel_cause(fz.toks[r->aux].c));
     CHECK(r->fired,
           "an on_cancel callback ran though its token was not "
           "cancelled",
@@ -4053,7 +4011,7 @@ static void tok_on_cancel(uint8_t a, uint8_t d)
     r->rslot = (uint8_t)slot;
     r->self_unreg = (a & 64) != 0;
     if (fz.toks[n].cause != 0) { /* posted from the call */
-        r->fired = r->late = true;
+        r->fired = true;
         r->posted_at = now_ns();
     }
     fz.reg[slot].r = r; /* before: it may run, and unregister, inside */
@@ -4289,10 +4247,6 @@ static void combine(uint8_t a)
             fz.fut[slots[k]].r->nlist + n + 1 >= MAX_LIST)
             return;
         future_check(slots[k]);
-        if (FUZZ_BUG_REST_THEN && flags != 0 &&
-            fz.fut[slots[k]].r->kind == K_THEN &&
-            !future_ended(&fz.recs[fz.fut[slots[k]].r->src]))
-            return;
         if (!witness_add(slots[k]))
             return;
         fs[k] = fz.fut[slots[k]].f;
