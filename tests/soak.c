@@ -48,6 +48,20 @@
  *               OK; on_task_start = on_task_end = tasks run; sometimes a
  *               start hook refuses a core thread: create says
  *               SEREX_EREJECTED, and every other thread got its stop
+ *   token       a token (with a deadline on the scheduler, maybe a child),
+ *               on_cancel callbacks and a group's futures linked to it by
+ *               cancel_on (some with a deadline of their own), a request
+ *               racing the deadline: a future that says its token's cause
+ *               never ran; a callback runs once, after the cancel, and
+ *               unregister says true exactly for one that never runs
+ *   all_any     serex_future_all / _any over futures that may set errors,
+ *               with or without CANCEL_REST: the outcome is an input's
+ *               value or error as each promises; an input says ECANCELED
+ *               only under CANCEL_REST, and then never ran
+ *   ffgroup     a fail-fast group (maybe the child of a token with a
+ *               deadline): wait says its first error, a closed group
+ *               refuses, and a future of it says ECANCELED only once the
+ *               group failed, and then never ran
  * and at the end, for each kind, accepted = ran + cancelled + handed back
  * (promise 1); for the bounded kinds and the pool rounds, accepted +
  * refused (EFULL, ETIMEDOUT, EDEADLK) = attempted; the main pool's hooks
@@ -108,12 +122,15 @@ enum kind {
     K_BSTRIPED,
     K_FACE,
     K_POOL,
+    K_TOKEN,   /* issue 23: a token round (do_token) */
+    K_COMBINE, /* serex_future_all / _any (do_combine) */
+    K_FFGROUP, /* a fail-fast group (do_ffgroup) */
     NKINDS
 };
 static const char *kind_name[NKINDS] = {
-    "serial",  "striped", "timer",    "periodic", "future",
-    "channel", "gate",    "on_done",  "then",     "group",
-    "limiter", "bserial", "bstriped", "face",     "pool"};
+    "serial",   "striped", "timer", "periodic", "future",  "channel",
+    "gate",     "on_done", "then",  "group",    "limiter", "bserial",
+    "bstriped", "face",    "pool",  "token",    "all_any", "ffgroup"};
 
 static struct {
     serex_executor *pool, *serial, *consumer, *lim;
@@ -1057,6 +1074,362 @@ static void do_pool_round(struct producer *p)
     must(serex_destroy(pool), "pool round destroy");
 }
 
+/* --- issue 23: tokens, all/any, fail-fast groups --- */
+
+/* A future's call in a token round or an all/any: counts its runs, may
+ * set an error (serex_future_set_error), may poll a token. */
+struct call_rec {
+    _Atomic int runs;
+    int err;           /* the error it sets, 0: none */
+    serex_cancel *tok; /* polled, NULL: none */
+};
+
+static void *counted_call(void *arg)
+{
+    struct call_rec *c = arg;
+
+    if (atomic_fetch_add(&c->runs, 1) != 0)
+        violation("a future's call ran twice");
+    if (c->tok != NULL)
+        (void)serex_cancel_requested(c->tok); /* a long task polls it */
+    for (int i = 0; i < 64; i++)
+        serex__cpu_relax();
+    if (c->err != 0 && serex_future_set_error(c->err) != SEREX_OK)
+        violation("serex_future_set_error from a future's call failed");
+    return c;
+}
+
+/* An on_cancel callback: runs once, after its token was cancelled. */
+struct cb_rec {
+    _Atomic int runs;
+    serex_cancel *tok;
+};
+
+static void cancel_cb(void *arg)
+{
+    struct cb_rec *cb = arg;
+
+    if (atomic_fetch_add(&cb->runs, 1) != 0)
+        violation("an on_cancel callback ran twice");
+    if (!serex_cancel_requested(cb->tok))
+        violation("an on_cancel callback ran before its token was "
+                  "cancelled");
+}
+
+static serex_executor *any_target(struct producer *p)
+{
+    switch (rnd(&p->x) % 3) {
+    case 0: return g.serial;
+    case 1: return g.consumer;
+    default: return g.pool;
+    }
+}
+
+static void attempt(enum kind k, int rc)
+{
+    atomic_fetch_add(&g.attempted[k], 1);
+    if (rc == SEREX_OK)
+        atomic_fetch_add_explicit(&g.accepted[k], 1, memory_order_relaxed);
+    else
+        atomic_fetch_add(&g.refused[k], 1);
+}
+
+/*
+ * A token round: a token (maybe with a deadline on the scheduler, maybe a
+ * child), 0-2 on_cancel callbacks (some unregistered at once), 1-4
+ * futures of a group linked to it or its child by cancel_on (some with a
+ * deadline of their own), maybe a request racing the deadline. Once the
+ * group is empty: a future that says the token's cause never ran; one
+ * that says OK ran, with its value; SEREX_ETIMEDOUT from its own deadline
+ * may have run (the deadline ends a running call's future too). Then the
+ * token is cancelled (its work is over): unregister says true for a
+ * callback that never runs, false for one that has run, once.
+ */
+static void do_token(struct producer *p)
+{
+    serex_cancel *tok, *child = NULL, *link[4];
+    serex_group *grp;
+    struct call_rec calls[4];
+    struct cb_rec cbs[2];
+    serex_future *fs[4];
+    serex_cancel_reg *regs[2];
+    bool fdl[4], reg_ok[2], requested = false;
+    unsigned nf = 1 + (unsigned)(rnd(&p->x) % 4);
+    unsigned ncb = (unsigned)(rnd(&p->x) % 3);
+    int cause = -100 - (int)p->id, rc;
+
+    must(serex_cancel_create(NULL, &tok), "token");
+    if (rnd(&p->x) % 2)
+        must(serex_cancel_create(tok, &child), "child token");
+    must(serex_group_create(&grp), "group");
+    if (rnd(&p->x) % 4 != 0)
+        must(serex_cancel_deadline(tok, g.sched,
+                                   (int64_t)(rnd(&p->x) % 2000) * 1000),
+             "token deadline");
+    for (unsigned i = 0; i < ncb; i++) {
+        atomic_init(&cbs[i].runs, 0);
+        cbs[i].tok = tok;
+        rc = serex_cancel_on_cancel(tok, any_target(p), cancel_cb, &cbs[i],
+                                    &regs[i]);
+        attempt(K_TOKEN, rc);
+        reg_ok[i] = rc == SEREX_OK;
+        if (reg_ok[i] && rnd(&p->x) % 3 == 0) { /* taken back at once */
+            if (serex_cancel_unregister(regs[i])) {
+                atomic_fetch_add(&g.cancelled[K_TOKEN], 1);
+                if (atomic_load(&cbs[i].runs) != 0)
+                    violation("unregister said true for a callback that "
+                              "ran");
+            } else if (!serex_cancel_requested(tok) ||
+                       atomic_load(&cbs[i].runs) != 1) {
+                violation("unregister said false before its callback "
+                          "finished");
+            } else {
+                ran(K_TOKEN);
+            }
+            reg_ok[i] = false;
+        }
+    }
+    for (unsigned i = 0; i < nf; i++) {
+        atomic_init(&calls[i].runs, 0);
+        calls[i].err = 0;
+        calls[i].tok = tok;
+        link[i] = child != NULL && i % 2 ? child : tok;
+        fdl[i] = rnd(&p->x) % 4 == 0;
+        rc = serex_group_submit(grp, any_target(p), counted_call, &calls[i],
+                                &fs[i]);
+        attempt(K_TOKEN, rc);
+        if (rc != SEREX_OK) {
+            fs[i] = NULL;
+            continue;
+        }
+        must(serex_future_cancel_on(fs[i], link[i]), "cancel_on");
+        if (fdl[i])
+            must(serex_future_deadline(fs[i], g.sched,
+                                       (int64_t)(rnd(&p->x) % 1000) * 1000),
+                 "future deadline");
+    }
+    if (rnd(&p->x) % 3 == 0)
+        requested = serex_cancel_request(tok, cause);
+    else if (child != NULL && rnd(&p->x) % 4 == 0)
+        serex_cancel_request(child, cause - 50); /* the parent stays */
+    must(serex_group_wait(grp, SEREX_FOREVER), "token round's group");
+    for (unsigned i = 0; i < nf; i++) {
+        int runs, lc;
+
+        if (fs[i] == NULL)
+            continue;
+        rc = serex_future_wait(fs[i], 0); /* the group is empty: ended */
+        runs = atomic_load(&calls[i].runs);
+        lc = serex_cancel_cause(link[i]); /* set for good, if at all */
+        if (rc == SEREX_OK && runs == 1 &&
+            serex_future_value(fs[i]) == &calls[i])
+            ran(K_TOKEN);
+        else if (rc == SEREX_ETIMEDOUT && fdl[i] && runs == 1)
+            ran(K_TOKEN); /* its deadline ended it while it ran */
+        else if (rc != SEREX_OK && runs == 0 &&
+                 (rc == lc || (rc == SEREX_ETIMEDOUT && fdl[i])))
+            atomic_fetch_add(&g.cancelled[K_TOKEN], 1);
+        else
+            violation("token round: a future's outcome is not its value, "
+                      "its token's cause (never run) or its deadline's");
+        serex_future_release(fs[i]);
+    }
+    /* the work is over: stop the deadline, fire the rest. A request that
+     * says true has fired every hook (children included) on this thread;
+     * one that says false may return while another thread (the timer's)
+     * is still firing them (cancel.h: the first request wins, a later one
+     * waits for nothing) */
+    if (!requested)
+        requested = serex_cancel_request(tok, 0);
+    if (child != NULL && serex_cancel_cause(child) != serex_cancel_cause(tok) &&
+        serex_cancel_cause(child) != cause - 50 &&
+        (requested || serex_cancel_cause(child) != 0))
+        violation("a child token's cause is neither its parent's nor its "
+                  "own request's");
+    for (unsigned i = 0; i < ncb; i++) {
+        if (!reg_ok[i])
+            continue;
+        /* true: taken back before the canceller reached it, never runs;
+         * false: it has run, once, by the time unregister returns */
+        if (serex_cancel_unregister(regs[i])) {
+            if (requested || atomic_load(&cbs[i].runs) != 0)
+                violation("unregister said true for a callback its own "
+                          "request posted, or that ran");
+            else
+                atomic_fetch_add(&g.cancelled[K_TOKEN], 1);
+        } else if (atomic_load(&cbs[i].runs) != 1) {
+            violation("unregister said false before its callback ran once");
+        } else {
+            ran(K_TOKEN);
+        }
+    }
+    serex_group_destroy(grp);
+    serex_cancel_release(child);
+    serex_cancel_release(tok);
+}
+
+/*
+ * serex_future_all or _any over 2-4 futures on the pool and the serials
+ * (some set an error), with or without SEREX_FUTURE_CANCEL_REST: all ends
+ * with NULL if every input did with a value, else with an input's error;
+ * any with an input's value if one had one, else an input's error. An
+ * input says SEREX_ECANCELED only with CANCEL_REST, and then never ran.
+ */
+static void do_combine(struct producer *p)
+{
+    struct call_rec in[4];
+    serex_future *fs[4], *out;
+    unsigned n = 2 + (unsigned)(rnd(&p->x) % 3), made = 0;
+    bool any = rnd(&p->x) % 2, rest = rnd(&p->x) % 2, some_ok = false;
+    int orc, irc[4], rc;
+
+    for (unsigned i = 0; i < n; i++) {
+        atomic_init(&in[made].runs, 0);
+        in[made].err = rnd(&p->x) % 3 == 0 ? -300 - (int)i : 0;
+        in[made].tok = NULL;
+        rc = serex_submit(any_target(p), counted_call, &in[made], &fs[made]);
+        attempt(K_COMBINE, rc);
+        made += rc == SEREX_OK;
+    }
+    if (made == 0)
+        return;
+    rc = any ? serex_future_any(fs, made, rest ? SEREX_FUTURE_CANCEL_REST : 0,
+                                &out)
+             : serex_future_all(fs, made, rest ? SEREX_FUTURE_CANCEL_REST : 0,
+                                &out);
+    must(rc, "all/any");
+    orc = serex_future_wait(out, SEREX_FOREVER);
+    for (unsigned i = 0; i < made; i++) {
+        int runs;
+
+        irc[i] = serex_future_wait(fs[i], SEREX_FOREVER);
+        runs = atomic_load(&in[i].runs);
+        if ((irc[i] == SEREX_OK && in[i].err == 0 && runs == 1 &&
+             serex_future_value(fs[i]) == &in[i]) ||
+            (irc[i] == in[i].err && irc[i] != 0 && runs == 1)) {
+            ran(K_COMBINE);
+        } else if (irc[i] == SEREX_ECANCELED && rest && runs == 0) {
+            atomic_fetch_add(&g.cancelled[K_COMBINE], 1);
+        } else {
+            violation("all/any: an input's outcome is not its call's, nor "
+                      "SEREX_ECANCELED (never run) under CANCEL_REST");
+        }
+        some_ok |= irc[i] == SEREX_OK;
+    }
+    if (orc == SEREX_OK) {
+        bool found = false;
+
+        for (unsigned i = 0; i < made && !found; i++)
+            found = irc[i] == SEREX_OK &&
+                    serex_future_value(out) == (void *)&in[i];
+        if (any ? !found : (!some_ok || serex_future_value(out) != NULL))
+            violation("all/any ended with a value it should not have");
+        for (unsigned i = 0; i < made && !any; i++)
+            if (irc[i] != SEREX_OK)
+                violation("all ended with a value though an input failed");
+    } else {
+        bool found = false;
+
+        for (unsigned i = 0; i < made && !found; i++)
+            found = orc == in[i].err && in[i].err != 0 &&
+                    atomic_load(&in[i].runs) == 1;
+        if (!found || (any && some_ok))
+            violation("all/any ended with an error no input's call set (or "
+                      "any failed though an input had a value)");
+    }
+    serex_future_release(out);
+    for (unsigned i = 0; i < made; i++)
+        serex_future_release(fs[i]);
+}
+
+/*
+ * A fail-fast group (maybe the child of a token with a deadline): 2-8
+ * submitted futures across the pool and serials, some setting errors,
+ * maybe a serex_group_fail from the producer, then serex_group_close (a
+ * later submit says SEREX_EREJECTED). wait says the group's first error
+ * (SEREX_OK if none), which is one of the errors reported or the
+ * parent's cause; a future that says SEREX_ECANCELED never ran, and only
+ * a group that failed cancels.
+ */
+static void do_ffgroup(struct producer *p)
+{
+    serex_group_config cfg = {SEREX_GROUP_FAIL_FAST, NULL};
+    struct call_rec t[8], extra;
+    serex_future *fs[8], *late;
+    serex_group *grp;
+    unsigned n = 2 + (unsigned)(rnd(&p->x) % 7);
+    bool failed = rnd(&p->x) % 4 == 0;
+    int wrc, err, rc;
+
+    if (rnd(&p->x) % 3 == 0) {
+        must(serex_cancel_create(NULL, &cfg.parent), "group's parent");
+        must(serex_cancel_deadline(cfg.parent, g.sched,
+                                   (int64_t)(rnd(&p->x) % 1500) * 1000),
+             "group's parent deadline");
+    }
+    must(serex_group_create_config(&cfg, &grp), "fail-fast group");
+    for (unsigned i = 0; i < n; i++) {
+        atomic_init(&t[i].runs, 0);
+        t[i].err = rnd(&p->x) % 4 == 0 ? -400 - (int)i : 0;
+        t[i].tok = serex_group_token(grp);
+        rc = serex_group_submit(grp, any_target(p), counted_call, &t[i],
+                                &fs[i]);
+        attempt(K_FFGROUP, rc);
+        if (rc != SEREX_OK) { /* closed by a failure already (a parent's
+                                 cancel closes the group, then records) */
+            if (rc != SEREX_EREJECTED || (serex_group_error(grp) == 0 &&
+                                          !serex_cancel_requested(cfg.parent)))
+                violation("a fail-fast group refused a task, not closed by "
+                          "an error");
+            fs[i] = NULL;
+        }
+        if (failed && i == n / 2)
+            serex_group_fail(grp, -499);
+    }
+    serex_group_close(grp);
+    atomic_init(&extra.runs, 0);
+    extra.err = 0;
+    extra.tok = NULL;
+    rc = serex_group_submit(grp, g.pool, counted_call, &extra, &late);
+    attempt(K_FFGROUP, rc);
+    if (rc != SEREX_EREJECTED || late != NULL)
+        violation("a closed group accepted a task");
+    wrc = serex_group_wait(grp, SEREX_FOREVER);
+    err = serex_group_error(grp);
+    if (wrc != (err != 0 ? err : SEREX_OK))
+        violation("group_wait did not say the group's first error");
+    if ((err == 0) != (serex_group_error_count(grp) == 0))
+        violation("a group's error count disagrees with its first error");
+    if (err != 0 && err != -499 && err != SEREX_ETIMEDOUT &&
+        (err > -400 || err < -407))
+        violation("a group's first error is none that was reported");
+    if (failed && err == 0)
+        violation("serex_group_fail left no error");
+    for (unsigned i = 0; i < n; i++) {
+        int runs;
+
+        if (fs[i] == NULL)
+            continue;
+        rc = serex_future_wait(fs[i], 0); /* the group is empty: ended */
+        runs = atomic_load(&t[i].runs);
+        if ((rc == SEREX_OK && t[i].err == 0 && runs == 1) ||
+            (rc == t[i].err && rc != 0 && runs == 1 && err != 0))
+            ran(K_FFGROUP);
+        else if (rc == SEREX_ECANCELED && runs == 0 && err != 0)
+            atomic_fetch_add(&g.cancelled[K_FFGROUP], 1);
+        else
+            violation("fail-fast group: a future's outcome is not its "
+                      "call's, nor SEREX_ECANCELED (never run) after the "
+                      "group failed");
+        serex_future_release(fs[i]);
+    }
+    serex_group_destroy(grp);
+    if (cfg.parent != NULL) {
+        serex_cancel_request(cfg.parent, 0); /* stops its deadline */
+        serex_cancel_release(cfg.parent);
+    }
+}
+
 /* --- the main pool's hooks --- */
 
 static int main_thread_start(void *ctx, unsigned index)
@@ -1132,6 +1505,9 @@ static void one_op(struct producer *p)
         else
             do_face(p);
         break;
+    case K_TOKEN: do_token(p); break;
+    case K_COMBINE: do_combine(p); break;
+    case K_FFGROUP: do_ffgroup(p); break;
     case K_GATE:
         if (rnd(&p->x) % 8 == 0) {
             if (rnd(&p->x) % 2)
