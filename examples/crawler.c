@@ -31,7 +31,13 @@ struct request {
     serex_group *g;           /* fail-fast; its token cancels the rest */
     int fail_at, hang_at;     /* which url fails / never answers: -1 none */
     atomic_int in_flight, max_in_flight, fetched, cancelled;
+    serex_cancel *req; /* the request's token */
+    int why;           /* its cause, if it was cancelled while at work */
+    size_t errors;     /* errors the group counted */
 };
+
+/* The process's "shutting down" token: every request's is its child. */
+static serex_cancel *shutting_down;
 
 struct fetch {
     struct request *rq;
@@ -126,16 +132,27 @@ static void on_permit(void *arg, int status)
     check(serex_future_on_done(f->done, rq->pool, fetch_end, f), "on_done");
 }
 
+/* Posted when the request's token is cancelled: note why. */
+static void note_why(void *arg)
+{
+    struct request *rq = arg;
+
+    rq->why = serex_cancel_cause(rq->req);
+}
+
 static int crawl(serex_executor *pool, serex_scheduler *sched, int fail_at,
                  int hang_at, int64_t deadline, struct request *rq)
 {
     serex_cancel *req;
+    serex_cancel_reg *reg;
     serex_group_config gc = {.flags = SEREX_GROUP_FAIL_FAST};
     int rc;
 
     *rq = (struct request){
         .pool = pool, .sched = sched, .fail_at = fail_at, .hang_at = hang_at};
-    check(serex_cancel_create(NULL, &req), "token");
+    check(serex_cancel_create(shutting_down, &req), "token");
+    rq->req = req;
+    check(serex_cancel_on_cancel(req, pool, note_why, rq, &reg), "on_cancel");
     check(serex_cancel_deadline(req, sched, deadline), "deadline");
     gc.parent = req;
     check(serex_group_create_config(&gc, &rq->g), "group");
@@ -154,6 +171,12 @@ static int crawl(serex_executor *pool, serex_scheduler *sched, int fail_at,
     }
     serex_group_close(rq->g);
     rc = serex_group_wait(rq->g, SEREX_FOREVER); /* OK or the first error */
+    rq->errors = serex_group_error_count(rq->g);
+    if (rc != serex_group_error(rq->g) && rc != SEREX_OK)
+        check(rc, "group outcome");
+    /* Take note_why back before our own request below: true, it never
+     * ran; false, it has finished (why is then safe to read) */
+    (void)serex_cancel_unregister(reg);
     serex_cancel_request(req, 0); /* the work is over: stop the deadline */
     serex_cancel_release(req);
     serex_group_destroy(rq->g);
@@ -169,7 +192,7 @@ static void mirror_answers(void *arg)
 
 static void race_mirrors(serex_scheduler *sched, serex_executor *pool)
 {
-    serex_future *m[3], *first;
+    serex_future *m[3], *first, *every;
     serex_timer *t[3];
     int winner = -1;
 
@@ -181,11 +204,18 @@ static void race_mirrors(serex_scheduler *sched, serex_executor *pool)
     }
     check(serex_future_any(m, 3, SEREX_FUTURE_CANCEL_REST, &first), "any");
     check(serex_future_deadline(first, sched, SEREX_SEC(10)), "deadline");
-    check(serex_future_wait(first, SEREX_FOREVER), "mirrors");
+    /* a wait that shutting down would end too */
+    check(serex_future_wait_token(first, SEREX_FOREVER, shutting_down),
+          "mirrors");
+    /* all three settled: the losers cancelled (SEREX_ECANCELED), unless
+     * they answered first under a stall */
+    check(serex_future_all(m, 3, 0, &every), "all");
     for (int i = 0; i < 3; i++)
         if (serex_future_value(first) == m[i])
             winner = i;
-    printf("crawler: mirror %d answered first\n", winner);
+    printf("crawler: mirror %d answered first; all three: %s\n", winner,
+           serex_strerror(serex_future_wait(every, SEREX_FOREVER)));
+    serex_future_release(every);
     serex_future_release(first);
     for (int i = 0; i < 3; i++) { /* a loser's timer may still run: */
         check(serex_timer_cancel_wait(t[i], SEREX_FOREVER, NULL), "wait");
@@ -203,6 +233,7 @@ int main(void)
 
     check(serex_pool_create(NULL, &pool), "pool");
     check(serex_scheduler_create(NULL, &sched), "scheduler");
+    check(serex_cancel_create(NULL, &shutting_down), "shutdown token");
 
     rc = crawl(pool, sched, -1, -1, SEREX_SEC(30), &rq);
     printf("crawler: request 1: %s, %d fetched, at most %d in flight\n",
@@ -213,23 +244,26 @@ int main(void)
         return 1;
 
     rc = crawl(pool, sched, 5, -1, SEREX_SEC(30), &rq);
-    printf("crawler: request 2: fetch 5 failed (%d), %d fetched, %d "
-           "cancelled\n",
-           rc, atomic_load(&rq.fetched), atomic_load(&rq.cancelled));
-    if (rc != ERR_FETCH ||
+    printf("crawler: request 2: fetch 5 failed (%d, %zu error), %d fetched, "
+           "%d cancelled\n",
+           rc, rq.errors, atomic_load(&rq.fetched), atomic_load(&rq.cancelled));
+    if (rc != ERR_FETCH || rq.errors != 1 || rq.why != 0 ||
         atomic_load(&rq.fetched) + atomic_load(&rq.cancelled) != NURLS - 1)
         return 1;
 
     rc = crawl(pool, sched, -1, 2, SEREX_MS(100), &rq);
-    printf("crawler: request 3: %s, %d fetched, %d cancelled\n",
-           serex_strerror(rc), atomic_load(&rq.fetched),
+    printf("crawler: request 3: %s (its token: %s), %d fetched, %d "
+           "cancelled\n",
+           serex_strerror(rc), serex_strerror(rq.why), atomic_load(&rq.fetched),
            atomic_load(&rq.cancelled));
-    if (rc != SEREX_ETIMEDOUT || atomic_load(&rq.cancelled) < 1)
+    if (rc != SEREX_ETIMEDOUT || rq.why != SEREX_ETIMEDOUT ||
+        atomic_load(&rq.cancelled) < 1)
         return 1;
 
     race_mirrors(sched, pool);
     check(serex_destroy(serex_scheduler_executor(sched)), "scheduler");
     check(serex_destroy(pool), "pool");
+    serex_cancel_release(shutting_down);
     printf("crawler: ok\n");
     return 0;
 }

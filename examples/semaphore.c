@@ -85,6 +85,15 @@ int main(void)
                                       crawl),
               "acquire");
     check(serex_latch_wait(all_over, SEREX_FOREVER), "wait");
+    /* Every permit is back (each release came before its count-down):
+     * taking them all at once succeeds, and nobody waits, so it is not a
+     * jump of the queue. Then close: any late acquire is refused. */
+    if (!serex_semaphore_try_acquire(fetches, AT_ONCE)) {
+        fprintf(stderr, "semaphore: permits still out\n");
+        return 1;
+    }
+    serex_semaphore_release(fetches, AT_ONCE);
+    serex_semaphore_close(fetches);
     check(serex_destroy(serex_scheduler_executor(timers)), "destroy timers");
     check(serex_destroy(pool), "destroy pool");
     printf("%d fetched, %d given up, at most %d in flight (limit %d), "

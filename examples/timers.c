@@ -96,6 +96,14 @@ static void attempt(void *arg)
     serex_timer_release(op->watchdog);
 }
 
+static atomic_uint ticks;
+
+static void tick(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&ticks, 1);
+}
+
 int main(void)
 {
     serex_pool_config cfg = {.threads = 2, .name = "timers"};
@@ -110,6 +118,12 @@ int main(void)
     check(serex_scheduler_create(&sc, &sched), "scheduler_create");
     check(serex_event_create(&done), "event_create");
     check(serex_cancel_create(NULL, &job), "cancel_create");
+    /* A progress tick every 5 ms for as long as the job lasts: it obeys
+     * the job's token, so cancelling the job stops it (no handle kept:
+     * the tick owns nothing) */
+    check(serex_schedule_fixed_rate_token(sched, pool, 0, SEREX_MS(5), job,
+                                          tick, NULL, NULL),
+          "schedule the ticker");
     for (unsigned i = 0; i < OPS; i++) {
         ops[i].backoff_ns = SEREX_MS(1);
         check(serex_schedule_token(sched, pool, SEREX_SEC(30), job,
@@ -131,9 +145,10 @@ int main(void)
     for (unsigned i = 0; i < OPS; i++)
         ok &= !ops[i].early;
     printf("timers: %s succeeded after %u retries; %s gave up after %u; "
-           "no retry started early: %s\n", ops[0].name, ops[0].attempts - 1,
-           ops[1].name, ops[1].attempts - 1,
-           ops[0].early || ops[1].early ? "WRONG" : "yes");
+           "no retry started early: %s; the ticker stopped with the job "
+           "after %u ticks\n",
+           ops[0].name, ops[0].attempts - 1, ops[1].name, ops[1].attempts - 1,
+           ops[0].early || ops[1].early ? "WRONG" : "yes", atomic_load(&ticks));
     if (!ok) {
         fprintf(stderr, "timers: wrong outcome or count\n");
         return 1;
