@@ -42,15 +42,16 @@
  *
  * --- a registration (serex_cancel_on_cancel) ---
  * A hook whose fire posts an op (fn, arg) to its target. Its state word:
- * REG_ARMED until fired, REG_POSTED from fire (or from on_cancel when the token
- * was cancelled already) until fn has returned, then REG_DONE. unregister
- * removes the hook: true, it never fires: free. Else it fired: unless the
- * caller is the thread running fn (the `reg_running` thread local), it
- * waits for REG_DONE (parking on the word, REG_WAITERS bit set), then frees. From
- * inside fn it sets REG_UNREG and returns false; the runner sees REG_UNREG when
- * it moves to REG_DONE and frees it. The runner's REG_DONE exchange and
- * unregister's REG_UNREG (or REG_WAITERS) CAS are on one word: exactly one of
- * them sees the other, so the record is freed once, by the last one.
+ * REG_ARMED until fired, REG_POSTED from fire (or from on_cancel when the
+ * token was cancelled already) until fn has returned, then REG_DONE.
+ * unregister removes the hook: true, it never fires: free. Else it fired:
+ * unless the caller is the thread running fn (the `reg_running` thread
+ * local), it waits for REG_DONE (parking on the word, REG_WAITERS bit
+ * set), then frees. From inside fn it sets REG_UNREG and returns false;
+ * the runner sees REG_UNREG when it moves to REG_DONE and frees it. The
+ * runner's REG_DONE exchange and unregister's REG_UNREG (or REG_WAITERS)
+ * CAS are on one word: exactly one of them sees the other, so the record
+ * is freed once, by the last one.
  */
 #include <stdatomic.h>
 

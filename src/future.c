@@ -268,6 +268,27 @@ static bool future_cancel_pending(serex_future *f)
     return future_fail_state(f, SEREX_ECANCELED, false);
 }
 
+/* Ends @f, which the caller moved to RUNNING (a call, or a completer's
+ * claim), with @end: DONE (the value is written) or FAILED. false if a
+ * deadline ended it meanwhile (RUNNING -> FAILED): it stays so, and the
+ * value is dropped. true: its waiters are woken; the caller settles it. */
+static bool future_end_running(serex_future *f, uint32_t end)
+{
+    /* relaxed: a first guess for the CAS */
+    uint32_t s = atomic_load_explicit(&f->state, memory_order_relaxed);
+
+    /* release: publishes the value and the writes before it (pairs with
+     * the acquire loads in serex_future_wait and serex_future_value) */
+    do {
+        if ((s & STATE_MASK) != RUNNING)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &f->state, &s, end, memory_order_release, memory_order_relaxed));
+    if (s & WAITERS)
+        serex__park_wake_all(&f->state);
+    return true;
+}
+
 /* The future whose call runs on this thread, and the error it set
  * (serex_future_set_error); saved and restored around each call. */
 static SEREX__THREAD_LOCAL serex_future *future_running;
@@ -307,7 +328,6 @@ static bool future_call(serex_future *f)
 {
     /* relaxed: a first guess for the CAS */
     uint32_t s = atomic_load_explicit(&f->state, memory_order_relaxed);
-    uint32_t end;
     int err;
 
     /*
@@ -325,19 +345,7 @@ static bool future_call(serex_future *f)
         &f->state, &s, (s & (WAITERS | KEYED | POKE)) | RUNNING,
         memory_order_relaxed, memory_order_relaxed));
     err = future_invoke(f);
-    end = err != 0 ? failed_with(err) : DONE;
-    /* release: publishes value and the call's writes (pairs with the
-     * acquire loads in serex_future_wait and serex_future_value); a
-     * deadline may have ended it meanwhile (FAILED): then it stays so */
-    s = atomic_load_explicit(&f->state, memory_order_relaxed);
-    do {
-        if ((s & STATE_MASK) != RUNNING)
-            return false; /* a deadline ended it: its value is dropped */
-    } while (!atomic_compare_exchange_weak_explicit(
-        &f->state, &s, end, memory_order_release, memory_order_relaxed));
-    if (s & WAITERS)
-        serex__park_wake_all(&f->state);
-    return true;
+    return future_end_running(f, err != 0 ? failed_with(err) : DONE);
 }
 
 /* --- continuations --- */
@@ -810,16 +818,7 @@ static bool future_finish(serex_future *f, void *value)
         &f->state, &s, (s & ~(uint32_t)STATE_MASK) | RUNNING,
         memory_order_relaxed, memory_order_relaxed));
     f->value = value;
-    s = atomic_load_explicit(&f->state, memory_order_relaxed);
-    do {
-        if ((s & STATE_MASK) != RUNNING)
-            return false; /* a deadline ended it meanwhile */
-        /* release: the value and the completer's writes, to waiters */
-    } while (!atomic_compare_exchange_weak_explicit(
-        &f->state, &s, DONE, memory_order_release, memory_order_relaxed));
-    if (s & WAITERS)
-        serex__park_wake_all(&f->state);
-    return true;
+    return future_end_running(f, DONE);
 }
 
 /* Settles @f, just ended by the caller, holding a reference meanwhile

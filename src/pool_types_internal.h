@@ -9,11 +9,12 @@
  * worker thread's life: start, park, retire, grow, stop, resize),
  * pool_block.c (blocking regions), pool_watchdog.c (the starvation
  * watchdog) and pool.c (the worker loop, the executor: execute, shutdown,
- * shutdown_now, destroy, stats, create). The banner above each group of prototypes says which
- * file defines them. What a task's submission or take runs across files
- * is a static inline here, in its file's group (the stamps, the push
- * onto a shard and the look at one, the local push, the wake-up decision,
- * the take by level), so that the split adds no call to the busy path.
+ * shutdown_now, destroy, stats, create). The banner above each group of
+ * prototypes says which file defines them. What a task's submission or take
+ * runs across files is a static inline here, in its file's group (the stamps,
+ * the push onto a shard and the look at one, the local push, the wake-up
+ * decision, the take by level), so that the split adds no call to the busy
+ * path.
  * Nothing outside the pool includes it; tests see pool_internal.h.
  */
 #ifndef SEREX_POOL_TYPES_INTERNAL_H

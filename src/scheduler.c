@@ -1062,6 +1062,48 @@ static int schedule_place(struct serex_scheduler *s)
                : SEREX_EFULL;
 }
 
+/*
+ * The first half of every schedule call: checks, the due time, a record
+ * taken from the calling thread's shard and filled in. On SEREX_OK the
+ * shard's lock is held (the caller files the record, or marks it, and
+ * unlocks) and *@fresh is a slab to free once unlocked, or NULL.
+ */
+static inline int schedule_take(struct serex_scheduler *s,
+                                serex_executor *target, int64_t delay_ns,
+                                int64_t period_ns, uint64_t flags, unsigned cls,
+                                serex_fn fn, void *arg, serex_timer **out,
+                                struct serex_timer **t, struct sched_shard **sh,
+                                struct slab **fresh, int64_t *key)
+{
+    int rc;
+
+    if (out != NULL)
+        *out = NULL;
+    if ((rc = schedule_check(s, target, delay_ns, fn)) != SEREX_OK ||
+        (rc = schedule_place(s)) != SEREX_OK)
+        return rc;
+    *key = sat_add(sched_now(s), delay_ns);
+    *sh = my_shard(s);
+    if ((rc = shard_take_record(s, *sh, cls, t, fresh)) != SEREX_OK)
+        return rc;
+    timer_init(*t, flags, target, period_ns, fn, arg);
+    return SEREX_OK;
+}
+
+/* The last half: @t is filed and the shard unlocked; tell the probes,
+ * wake the timer thread if @t is the new earliest, hand out the handle. */
+static inline int schedule_filed(struct serex_scheduler *s,
+                                 struct serex_timer *t, int64_t key,
+                                 serex_timer **out)
+{
+    if (serex__unlikely(serex__obs_timers_listening()))
+        schedule_told(s, t, key);
+    sched_poke(s, key);
+    if (out != NULL)
+        *out = t;
+    return SEREX_OK;
+}
+
 static int schedule(struct serex_scheduler *s, serex_executor *target,
                     int64_t delay_ns, int64_t period_ns, uint64_t flags,
                     serex_fn fn, void *arg, serex_timer **out)
@@ -1073,26 +1115,15 @@ static int schedule(struct serex_scheduler *s, serex_executor *target,
     int64_t key;
     int rc;
 
-    if (out != NULL)
-        *out = NULL;
-    if ((rc = schedule_check(s, target, delay_ns, fn)) != SEREX_OK ||
-        (rc = schedule_place(s)) != SEREX_OK)
+    rc = schedule_take(s, target, delay_ns, period_ns, flags, cls, fn, arg, out,
+                       &t, &sh, &fresh, &key);
+    if (rc != SEREX_OK)
         return rc;
-    key = sat_add(sched_now(s), delay_ns);
-    sh = my_shard(s);
-    if ((rc = shard_take_record(s, sh, cls, &t, &fresh)) != SEREX_OK)
-        return rc;
-    timer_init(t, flags, target, period_ns, fn, arg);
     timer_file(sh, t, flags | (out != NULL ? F_HANDLE : 0), key);
     serex__spin_unlock(&sh->lock);
     if (serex__unlikely(fresh != NULL))
         serex__free(fresh); /* unused: another made room first */
-    if (serex__unlikely(serex__obs_timers_listening()))
-        schedule_told(s, t, key);
-    sched_poke(s, key);
-    if (out != NULL)
-        *out = t;
-    return SEREX_OK;
+    return schedule_filed(s, t, key, out);
 }
 
 int serex_schedule(serex_scheduler *s, serex_executor *target,
@@ -1646,16 +1677,10 @@ static int schedule_token(struct serex_scheduler *s, serex_executor *target,
 
     if (token == NULL)
         return schedule(s, target, delay_ns, period_ns, flags, fn, arg, out);
-    if (out != NULL)
-        *out = NULL;
-    if ((rc = schedule_check(s, target, delay_ns, fn)) != SEREX_OK ||
-        (rc = schedule_place(s)) != SEREX_OK)
+    rc = schedule_take(s, target, delay_ns, period_ns, flags, cls, fn, arg, out,
+                       &t, &sh, &fresh, &key);
+    if (rc != SEREX_OK)
         return rc;
-    key = sat_add(sched_now(s), delay_ns);
-    sh = my_shard(s);
-    if ((rc = shard_take_record(s, sh, cls, &t, &fresh)) != SEREX_OK)
-        return rc;
-    timer_init(t, flags, target, period_ns, fn, arg);
     k = tok_of(t, fl);
     k->hook.fire = (fl & F_PERIODIC) ? tok_fire_periodic : tok_fire_oneshot;
     k->token = token;
@@ -1681,12 +1706,7 @@ static int schedule_token(struct serex_scheduler *s, serex_executor *target,
     }
     timer_file(sh, t, fl, key);
     serex__spin_unlock(&sh->lock);
-    if (serex__unlikely(serex__obs_timers_listening()))
-        schedule_told(s, t, key);
-    sched_poke(s, key);
-    if (out != NULL)
-        *out = t;
-    return SEREX_OK;
+    return schedule_filed(s, t, key, out);
 }
 
 int serex_schedule_token(serex_scheduler *s, serex_executor *target,

@@ -47,8 +47,9 @@ SEREX_API int serex_submit(serex_executor *ex, serex_call_fn fn, void *arg,
  *            (serex_future_set_error, serex_future_fail, a token's cause,
  *            SEREX_ETIMEDOUT from serex_future_deadline); SEREX_ETIMEDOUT
  *            when the wait ran out (serex_future_error tells the
- *            future's own codes from the wait's, SEREX_EDEADLK too); SEREX_EDEADLK; SEREX_EINVAL for NULL or a timeout
- *            below SEREX_FOREVER.
+ *            future's own codes from the wait's, SEREX_EDEADLK too);
+ *            SEREX_EDEADLK; SEREX_EINVAL for NULL or a timeout below
+ *            SEREX_FOREVER.
  * Threads:   any number of threads at once.
  */
 SEREX_API int serex_future_wait(serex_future *f, int64_t timeout_ns);

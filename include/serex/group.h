@@ -139,8 +139,9 @@ SEREX_API void serex_group_destroy(serex_group *g);
  * stays a member until @ex reaches (skips) or drops its queue slot.
  * Returns:   SEREX_OK; SEREX_EINVAL if g, ex, ex's ops or fn is NULL;
  *            SEREX_EREJECTED once the group is closed; SEREX_ENOMEM;
- *            SEREX_EFULL past 2^31 members; any error of @ex's execute. On error nothing was queued, @g is unchanged
- *            and arg is still the caller's. (If @ex refuses the task just
+ *            SEREX_EFULL past 2^31 members; any error of @ex's execute.
+ *            On error nothing was queued, @g is unchanged and arg is
+ *            still the caller's. (If @ex refuses the task just
  *            as a serex_group_cancel counts it, the call says SEREX_OK:
  *            the task was accepted, and cancelled.)
  * Ownership: on SEREX_OK, arg passes to the task (or to on_pending). The
@@ -213,15 +214,15 @@ SEREX_API void serex_group_leave(serex_group *g);
  * Returns:   SEREX_OK (the group is empty; every write of its tasks, and
  *            of the work between each enter and its leave, is visible to
  *            the caller); the group's first error instead, once empty,
- *            if one was reported (serex_group_error); SEREX_ETIMEDOUT; SEREX_EDEADLK at once, whatever
- *            the timeout, when called from a task of @g, from what a
- *            dropped task of @g calls (an on_pending, a future's
- *            continuation), or from a notification of @g run by the thread
- *            handing it out (its target refused it, or runs it inside
- *            execute): it would wait for itself. A task of a serial
- *            that runs other tasks of @g behind the caller is not
- *            detected. SEREX_EINVAL for NULL or a timeout below
- *            SEREX_FOREVER. A timeout of 0 only looks.
+ *            if one was reported (serex_group_error); SEREX_ETIMEDOUT;
+ *            SEREX_EDEADLK at once, whatever the timeout, when called from a
+ *            task of @g, from what a dropped task of @g calls (an on_pending,
+ *            a future's continuation), or from a notification of @g run by the
+ *            thread handing it out (its target refused it, or runs it inside
+ *            execute): it would wait for itself. A task of a serial that runs
+ *            other tasks of @g behind the caller is not detected. SEREX_EINVAL
+ *            for NULL or a timeout below SEREX_FOREVER. A timeout of 0 only
+ *            looks.
  * Threads:   any number of threads at once.
  */
 SEREX_API int serex_group_wait(serex_group *g, int64_t timeout_ns);

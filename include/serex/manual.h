@@ -60,8 +60,9 @@ SEREX_API bool serex_manual_run_one(serex_executor *ex);
  * due by then, the clock moves to the time-out and the wait says
  * SEREX_ETIMEDOUT (a task or timer due at that very time still runs
  * first; docs/event-and-manual.md names the few waits that read the real
- * clock themselves, whose time-outs are not exact). A wait with no time-out that nothing can end (nothing queued on
- * @exs, no timer pending) is a deadlock of the test: it stops the
+ * clock themselves, whose time-outs are not exact). A wait with no
+ * time-out that nothing can end (nothing queued on @exs, no timer
+ * pending) is a deadlock of the test: it stops the
  * program with "serex: serex_autoclock_start: deadlock: ..." on stderr,
  * in every build (as Go's synctest panics; promise 8, docs/contract.md).
  * A task a wait runs may wait in turn: its wait is driven the same way.
