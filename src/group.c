@@ -1038,12 +1038,13 @@ int serex_group_wait(serex_group *g, int64_t timeout_ns)
         return SEREX_EDEADLK; /* our own task keeps the group busy */
     /* acquire: pairs with the leaves' releases (the tasks' writes) */
     if (state_empty(atomic_load_explicit(&g->state, memory_order_acquire)))
-        return serex_group_error(g) != 0 ? serex_group_error(g) : SEREX_OK;
-    if (timeout_ns == 0)
+        rc = SEREX_OK;
+    else if (timeout_ns == 0)
         return SEREX_ETIMEDOUT;
-    rc = group_wait_slow(g, timeout_ns);
-    return rc == SEREX_OK && serex_group_error(g) != 0 ? serex_group_error(g)
-                                                       : rc;
+    else
+        rc = group_wait_slow(g, timeout_ns);
+    /* empty: the outcome is its first error, if one was reported */
+    return rc == SEREX_OK ? serex_group_error(g) : rc;
 }
 
 int serex_group_notify(serex_group *g, serex_executor *target, serex_fn fn,
